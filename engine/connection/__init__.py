@@ -1,0 +1,1 @@
+"""Connections: how the engine reaches a host (local subprocess, SSH)."""

@@ -1,0 +1,159 @@
+"""The narrow Connection contract and the per-task scoped view over it.
+
+Modules only ever see a ``ScopedConnection``: it applies the task's ``become``,
+``environment`` and timeout, and while the engine is planning (``plan()`` or
+``--check``) it refuses every write, every mutating probe and every command that
+was not declared read-only. That is what makes check mode honest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from engine.errors import CommandFailed, WriteRefused
+from engine.probes import probe_mutates
+
+TAIL_LINES = 20
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    argv: tuple[str, ...]
+    rc: int
+    stdout: str
+    stderr: str
+    duration_s: float = 0.0
+    truncated: bool = False
+
+    def tail(self, lines: int = TAIL_LINES) -> str:
+        text = (self.stderr or self.stdout).rstrip("\n")
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Per-call options every transport understands."""
+
+    sudo: bool = False
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    stdin: bytes | None = None
+    timeout_s: float | None = None
+
+
+class Connection(Protocol):
+    """What a transport provides. argv lists only: quoting happens inside SSH."""
+
+    host_name: str
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        sudo: bool = False,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: bytes | None = None,
+        timeout_s: float | None = None,
+        check: bool = True,
+        read_only: bool = False,
+    ) -> CommandResult: ...
+
+    def read_file(self, path: str, *, sudo: bool = False) -> bytes | None: ...
+
+    def write_file(
+        self, path: str, data: bytes, *, mode: int | None = None, sudo: bool = False
+    ) -> None: ...
+
+    def run_probe(
+        self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool = False
+    ) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+def raise_for_status(result: CommandResult) -> CommandResult:
+    if result.rc != 0:
+        raise CommandFailed(
+            f"command exited {result.rc}: {' '.join(result.argv)}\n{result.tail()}".rstrip(),
+            {"rc": result.rc, "stdout": result.stdout, "stderr": result.stderr},
+        )
+    return result
+
+
+@dataclass(frozen=True)
+class TaskScope:
+    become: bool = False
+    environment: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float | None = None
+    planning: bool = False
+
+
+@dataclass(frozen=True)
+class ScopedConnection:
+    """The connection a module receives: the task's scope applied, writes guarded."""
+
+    inner: Connection
+    scope: TaskScope = TaskScope()
+
+    @property
+    def host_name(self) -> str:
+        return self.inner.host_name
+
+    def planning(self, planning: bool = True) -> ScopedConnection:
+        return replace(self, scope=replace(self.scope, planning=planning))
+
+    def _refuse(self, what: str) -> None:
+        if self.scope.planning:
+            raise WriteRefused(f"refused while planning (check mode or plan()): {what}")
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        sudo: bool | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: bytes | None = None,
+        timeout_s: float | None = None,
+        check: bool = True,
+        read_only: bool = False,
+    ) -> CommandResult:
+        if not read_only:
+            self._refuse(f"command {' '.join(argv)}")
+        merged_env = {**self.scope.environment, **(env or {})}
+        return self.inner.run(
+            argv,
+            sudo=self.scope.become if sudo is None else sudo,
+            env=merged_env,
+            cwd=cwd,
+            stdin=stdin,
+            timeout_s=timeout_s if timeout_s is not None else self.scope.timeout_s,
+            check=check,
+            read_only=read_only,
+        )
+
+    def read_file(self, path: str, *, sudo: bool | None = None) -> bytes | None:
+        return self.inner.read_file(path, sudo=self.scope.become if sudo is None else sudo)
+
+    def write_file(
+        self, path: str, data: bytes, *, mode: int | None = None, sudo: bool | None = None
+    ) -> None:
+        self._refuse(f"write {path}")
+        self.inner.write_file(
+            path, data, mode=mode, sudo=self.scope.become if sudo is None else sudo
+        )
+
+    def run_probe(
+        self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool | None = None
+    ) -> dict[str, Any]:
+        if probe_mutates(name):
+            self._refuse(f"probe {name}")
+        return self.inner.run_probe(
+            name, args, sudo=self.scope.become if sudo is None else sudo
+        )
+
+    def close(self) -> None:
+        self.inner.close()

@@ -1,0 +1,138 @@
+"""The local connection: subprocesses on this machine, probes in-process."""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine import probes
+from engine.connection.base import CommandResult, raise_for_status
+from engine.connection.capture import drain
+from engine.errors import CommandFailed
+from engine.probes.fileio import write_atomic
+
+SUDO = ("sudo", "-n", "--")
+
+
+def _needs_sudo(sudo: bool) -> bool:
+    return sudo and os.geteuid() != 0
+
+
+@dataclass
+class LocalConnection:
+    host_name: str = "localhost"
+    python: str = sys.executable
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        sudo: bool = False,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: bytes | None = None,
+        timeout_s: float | None = None,
+        check: bool = True,
+        read_only: bool = False,
+    ) -> CommandResult:
+        full = (*SUDO, *argv) if _needs_sudo(sudo) else tuple(argv)
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                full,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env={**os.environ, **env} if env else None,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            result = CommandResult(tuple(argv), 127, "", f"{argv[0]}: {exc.strerror}")
+            return raise_for_status(result) if check else result
+        if stdin is not None and proc.stdin is not None:
+            _feed_stdin(proc.stdin, stdin)
+        assert proc.stdout is not None and proc.stderr is not None
+        deadline = None if timeout_s is None else started + timeout_s
+        buffers, timed_out = drain({"stdout": proc.stdout, "stderr": proc.stderr}, deadline)
+        if timed_out:
+            _kill_group(proc)
+            raise CommandFailed(
+                f"command timed out after {timeout_s:g}s: {' '.join(argv)}",
+                {"rc": None, "stdout": buffers["stdout"].text(), "stderr": buffers["stderr"].text()},
+            )
+        rc = proc.wait()
+        result = CommandResult(
+            argv=tuple(argv),
+            rc=rc,
+            stdout=buffers["stdout"].text(),
+            stderr=buffers["stderr"].text(),
+            duration_s=time.monotonic() - started,
+            truncated=any(b.dropped for b in buffers.values()),
+        )
+        return raise_for_status(result) if check else result
+
+    def read_file(self, path: str, *, sudo: bool = False) -> bytes | None:
+        if _needs_sudo(sudo):
+            answer = self.run_probe("fileio", {"op": "read", "path": path}, sudo=True)
+            return base64.b64decode(answer["data"]) if answer["exists"] else None
+        try:
+            with open(path, "rb") as handle:
+                return handle.read()
+        except FileNotFoundError:
+            return None
+
+    def write_file(
+        self, path: str, data: bytes, *, mode: int | None = None, sudo: bool = False
+    ) -> None:
+        if _needs_sudo(sudo):
+            payload = {"op": "write", "path": path, "data": base64.b64encode(data).decode(), "mode": mode}
+            self.run_probe("fileio", payload, sudo=True)
+            return
+        atomic_write(path, data, mode)
+
+    def run_probe(
+        self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool = False
+    ) -> dict[str, Any]:
+        if not _needs_sudo(sudo):
+            return probes.run_in_process(name, dict(args or {}))
+        import json
+
+        result = self.run(
+            [self.python, "-c", probes.program(name)],
+            sudo=True,
+            stdin=json.dumps(dict(args or {})).encode(),
+            check=False,
+        )
+        return probes.parse_output(name, result.stdout, result.stderr)
+
+    def close(self) -> None:
+        return None
+
+
+def _feed_stdin(pipe: Any, data: bytes) -> None:
+    try:
+        pipe.write(data)
+        pipe.close()
+    except BrokenPipeError:
+        pass
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def atomic_write(path: str, data: bytes, mode: int | None = None) -> None:
+    """Temp file in the same directory, fsync, rename; keeps the old mode by default."""
+    write_atomic(path, data, mode)

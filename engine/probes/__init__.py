@@ -1,0 +1,129 @@
+"""Probes: stdlib-only scripts that run ON the host and answer with JSON.
+
+Each probe file defines ``main(args: dict) -> dict``. A probe may call another probe
+through ``call(name, args)`` if it lists it in ``USES = (...)``. A probe that changes the
+host (signals, unlinks, writes) sets ``MUTATES = True``; the scoped connection refuses
+those while planning.
+
+``program(name)`` builds one self-contained Python program (the probe plus what it
+uses) that reads its args as JSON on stdin and prints one marked JSON line, so one
+round trip answers the whole question on any transport.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from engine.errors import RiggerError
+
+PROBE_DIR = Path(__file__).parent
+RESULT_MARKER = "\x1erigger-probe-result "
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_USES = re.compile(r"^USES\s*=\s*\(([^)]*)\)", re.MULTILINE)
+_MUTATES = re.compile(r"^MUTATES\s*=\s*True\b", re.MULTILINE)
+
+_BOOTSTRAP = r'''
+import json as _json, sys as _sys
+_SOURCES = %(sources)s
+_LOADED = {}
+def _load(name):
+    if name not in _LOADED:
+        namespace = {"__name__": "rigger_probe_" + name, "call": call}
+        exec(compile(_SOURCES[name], "<probe " + name + ">", "exec"), namespace)
+        _LOADED[name] = namespace
+    return _LOADED[name]
+def call(name, args=None):
+    return _load(name)["main"](dict(args or {}))
+def _emit(payload):
+    _sys.stdout.write(%(marker)r + _json.dumps(payload, default=str) + "\n")
+    _sys.stdout.flush()
+try:
+    _args = _json.loads(_sys.stdin.read() or "{}")
+    _emit({"ok": call(%(entry)r, _args)})
+except Exception as _exc:
+    _emit({"error": type(_exc).__name__ + ": " + str(_exc)})
+'''
+
+
+class ProbeError(RiggerError):
+    """A probe failed on the host, or answered something that is not a probe result."""
+
+
+@lru_cache(maxsize=None)
+def probe_source(name: str) -> str:
+    if not _NAME.match(name):
+        raise ProbeError(f"invalid probe name {name!r}")
+    path = PROBE_DIR / f"{name}.py"
+    if not path.is_file():
+        raise ProbeError(f"no probe named {name!r}")
+    return path.read_text(encoding="utf-8")
+
+
+def probe_uses(name: str) -> tuple[str, ...]:
+    match = _USES.search(probe_source(name))
+    if not match:
+        return ()
+    return tuple(part.strip().strip("'\"") for part in match.group(1).split(",") if part.strip())
+
+
+def probe_mutates(name: str) -> bool:
+    return bool(_MUTATES.search(probe_source(name)))
+
+
+def _closure(name: str) -> dict[str, str]:
+    sources: dict[str, str] = {}
+    pending = [name]
+    while pending:
+        current = pending.pop()
+        if current in sources:
+            continue
+        sources[current] = probe_source(current)
+        pending.extend(probe_uses(current))
+    return sources
+
+
+@lru_cache(maxsize=None)
+def program(name: str) -> str:
+    """The whole program to run with the host's python (``python3 -c PROGRAM``)."""
+    return _BOOTSTRAP % {"sources": repr(_closure(name)), "marker": RESULT_MARKER, "entry": name}
+
+
+@lru_cache(maxsize=None)
+def _compiled(name: str) -> Any:
+    return {probe: compile(src, f"<probe {probe}>", "exec") for probe, src in _closure(name).items()}
+
+
+def run_in_process(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Run a probe inside this interpreter (the local connection's fast path)."""
+    codes = _compiled(name)
+    loaded: dict[str, dict[str, Any]] = {}
+
+    def call(probe: str, probe_args: dict[str, Any] | None = None) -> Any:
+        if probe not in loaded:
+            namespace: dict[str, Any] = {"__name__": f"rigger_probe_{probe}", "call": call}
+            exec(codes[probe], namespace)  # noqa: S102 - our own probe source
+            loaded[probe] = namespace
+        return loaded[probe]["main"](dict(probe_args or {}))
+
+    try:
+        answer = call(name, json.loads(json.dumps(args)))
+    except Exception as exc:  # a probe's failure is reported, like a remote one
+        raise ProbeError(f"probe {name} failed: {type(exc).__name__}: {exc}") from exc
+    return json.loads(json.dumps(answer, default=str))
+
+
+def parse_output(name: str, stdout: str, stderr: str) -> dict[str, Any]:
+    """Find the marked result line in a probe's stdout."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(RESULT_MARKER):
+            payload = json.loads(line[len(RESULT_MARKER) :])
+            if "error" in payload:
+                raise ProbeError(f"probe {name} failed: {payload['error']}")
+            result: dict[str, Any] = payload["ok"]
+            return result
+    detail = (stderr or stdout).strip().splitlines()[-5:]
+    raise ProbeError(f"probe {name} gave no result: {' | '.join(detail) or 'no output'}")
