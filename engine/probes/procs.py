@@ -1,0 +1,140 @@
+"""Read-only process table from /proc: who runs, in which session, since when.
+
+Args: ``pids`` (only these), ``sid`` (only this session), ``match`` (regexes searched in
+the process name and command line; any one matching is enough). Filters combine with AND.
+``start_time`` is /proc/PID/stat field 22 (clock ticks since boot): with the pid it
+names one process for good, which is how callers guard against PID reuse.
+"""
+
+import os
+import pwd
+import re
+
+
+def read_stat(pid):
+    """Fields of /proc/PID/stat, or None when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            raw = handle.read()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    except OSError:
+        return None
+    head, _, tail = raw.rpartition(")")
+    comm = head.partition("(")[2]
+    rest = tail.split()
+    # rest[0] is field 3 (state); field N is rest[N - 3]
+    return {
+        "pid": int(pid),
+        "name": comm,
+        "state": rest[0],
+        "ppid": int(rest[1]),
+        "pgid": int(rest[2]),
+        "sid": int(rest[3]),
+        "start_time": int(rest[19]),
+    }
+
+
+def read_uid(pid):
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def read_cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return ""
+    parts = [part for part in raw.split(b"\0") if part]
+    return " ".join(part.decode("utf-8", "replace") for part in parts).strip()
+
+
+def user_name(uid, cache):
+    if uid is None:
+        return None
+    if uid not in cache:
+        try:
+            cache[uid] = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            cache[uid] = str(uid)
+    return cache[uid]
+
+
+def describe(pid, users=None):
+    """One process as a dict, or None when it is gone."""
+    stat = read_stat(pid)
+    if stat is None:
+        return None
+    uid = read_uid(pid)
+    stat["uid"] = uid
+    stat["user"] = user_name(uid, users if users is not None else {})
+    stat["cmdline"] = read_cmdline(pid)
+    return stat
+
+
+def all_pids():
+    return sorted(int(entry) for entry in os.listdir("/proc") if entry.isdigit())
+
+
+def ancestors(pid):
+    """Parent, grandparent, ... of pid up to (and including) PID 1."""
+    chain = []
+    seen = set()
+    current = pid
+    while current > 1 and current not in seen:
+        seen.add(current)
+        stat = read_stat(current)
+        if stat is None:
+            break
+        current = stat["ppid"]
+        if current > 0:
+            chain.append(current)
+    return chain
+
+
+def boot_time():
+    try:
+        with open("/proc/stat", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("btime"):
+                    return float(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _wanted(proc, sid, patterns):
+    if sid is not None and proc["sid"] != sid:
+        return False
+    if patterns:
+        text = proc["name"] + "\n" + proc["cmdline"]
+        return any(pattern.search(text) for pattern in patterns)
+    return True
+
+
+def main(args):
+    pids = args.get("pids")
+    sid = args.get("sid")
+    patterns = [re.compile(p) for p in args.get("match") or []]
+    users = {}
+    processes = []
+    for pid in pids if pids is not None else all_pids():
+        proc = describe(int(pid), users)
+        if proc is not None and _wanted(proc, sid, patterns):
+            processes.append(proc)
+    self_pid = os.getpid()
+    return {
+        "self_pid": self_pid,
+        "self_uid": os.geteuid(),
+        "self_ancestors": ancestors(self_pid),
+        "boot_time": boot_time(),
+        "clock_ticks": os.sysconf("SC_CLK_TCK"),
+        "processes": processes,
+    }

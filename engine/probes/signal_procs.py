@@ -1,0 +1,124 @@
+"""Terminate processes safely: SIGTERM, wait, then SIGKILL the survivors.
+
+Args: ``targets`` [{"pid", "start_time"}], ``term_timeout_s`` (wait after SIGTERM),
+``kill_after_term`` (send SIGKILL to survivors), ``kill_timeout_s`` (wait after SIGKILL).
+Before every signal the process start time is read again: a pid whose start time
+changed is another process now (PID reuse) and is skipped. Never signals PID 1, this
+probe's own process or any of its ancestors (the SSH session that runs it). A zombie
+counts as exited (it holds nothing but its process-table slot).
+
+Answer: ``terminated`` (exited after SIGTERM), ``killed`` (exited after SIGKILL),
+``gone`` (already gone), ``skipped`` [{"pid", "reason"}], ``alive`` [{"pid", "state",
+"reason"}] (still there when the waits ran out).
+"""
+
+MUTATES = True
+USES = ("procs",)
+
+import os
+import signal
+import time
+
+POLL_S = 0.05
+
+
+def _current(pid):
+    answer = call("procs", {"pids": [pid]})  # noqa: F821 - injected by the probe loader
+    return answer["processes"][0] if answer["processes"] else None
+
+
+def _same(target, proc):
+    return proc is not None and proc["start_time"] == int(target["start_time"])
+
+
+def _exited(target):
+    proc = _current(target["pid"])
+    return not _same(target, proc) or proc["state"] in ("Z", "X")
+
+
+def _protected_reason(pid, protected):
+    if pid <= 1:
+        return "never signals PID 1 (init)" if pid == 1 else "invalid pid"
+    if pid in protected:
+        return protected[pid]
+    return None
+
+
+def _send(target, signum, protected):
+    """Signal one target after re-checking it; returns a skip reason or None."""
+    pid = int(target["pid"])
+    reason = _protected_reason(pid, protected)
+    if reason:
+        return reason
+    proc = _current(pid)
+    if proc is None:
+        return "gone"
+    if not _same(target, proc):
+        return (
+            f"pid reused: start time is {proc['start_time']}, expected {target['start_time']}"
+            f" (now {proc['name']!r})"
+        )
+    if proc["state"] in ("Z", "X"):
+        return "gone"
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        return "gone"
+    except PermissionError:
+        return f"permission denied: owned by {proc['user']} (uid {proc['uid']})"
+    return None
+
+
+def _wait(targets, timeout_s):
+    deadline = time.monotonic() + max(0.0, float(timeout_s))
+    pending = list(targets)
+    while pending:
+        pending = [t for t in pending if not _exited(t)]
+        if not pending or time.monotonic() >= deadline:
+            break
+        time.sleep(POLL_S)
+    return pending
+
+
+def _protected():
+    own = call("procs", {"pids": []})  # noqa: F821 - injected by the probe loader
+    table = {own["self_pid"]: "never signals itself (the rigger probe)"}
+    for pid in own["self_ancestors"]:
+        table[pid] = "never signals an ancestor of rigger (its own session or SSH login)"
+    table[1] = "never signals PID 1 (init)"
+    return table
+
+
+def _signal_all(targets, signum, protected, result, gone_key="gone"):
+    sent = []
+    for target in targets:
+        reason = _send(target, signum, protected)
+        if reason == "gone":
+            result[gone_key].append(int(target["pid"]))
+        elif reason:
+            result["skipped"].append({"pid": int(target["pid"]), "reason": reason})
+        else:
+            sent.append(target)
+    return sent
+
+
+def main(args):
+    protected = _protected()
+    result = {"terminated": [], "killed": [], "gone": [], "skipped": [], "alive": []}
+    targets = [{"pid": int(t["pid"]), "start_time": int(t["start_time"])} for t in args["targets"]]
+    termed = _signal_all(targets, signal.SIGTERM, protected, result)
+    survivors = _wait(termed, args.get("term_timeout_s", 10.0))
+    surviving_pids = {t["pid"] for t in survivors}
+    result["terminated"] = [t["pid"] for t in termed if t["pid"] not in surviving_pids]
+    if survivors and args.get("kill_after_term", True):
+        killed = _signal_all(survivors, signal.SIGKILL, protected, result, "terminated")
+        left = _wait(killed, args.get("kill_timeout_s", 10.0))
+        left_pids = {t["pid"] for t in left}
+        result["killed"] = [t["pid"] for t in killed if t["pid"] not in left_pids]
+        survivors = left
+    for target in survivors:
+        proc = _current(target["pid"])
+        state = proc["state"] if proc else "?"
+        reason = "uninterruptible sleep (D state)" if state == "D" else "did not exit"
+        result["alive"].append({"pid": target["pid"], "state": state, "reason": reason})
+    return result
