@@ -1,0 +1,1 @@
+"""Helpers for the model modules: JSON edits, manifests, safetensors checks, compat rules."""
