@@ -1,0 +1,539 @@
+/*
+ * A stand-in for NVIDIA's libnvidia-ml.so.1 on machines without a GPU.
+ *
+ * The real nvidia-ml-py (pynvml) loads this library through ctypes exactly as it loads
+ * the driver's; only the GPU is imaginary. GPUs and their compute processes come from a
+ * JSON file named by the FAKE_NVML_CONFIG environment variable, read again on every
+ * query so a test can register processes while a run is going on:
+ *
+ *   {"driver_version": "580.95.05", "cuda_version": 13000, "release_delay_s": 0.0,
+ *    "gpus": [{"uuid": "GPU-...", "name": "...", "memory_total_mib": 97887,
+ *              "idle_used_mib": 3, "cc_major": 12, "cc_minor": 0}],
+ *    "processes": [{"pid": 1234, "gpu": 0, "used_mib": 89000, "report_zombie": false}]}
+ *
+ * A process is reported only while its pid is alive (kill(pid, 0)) and not a zombie
+ * (a real driver frees a context when the process exits, before it is reaped), unless
+ * "report_zombie" is true (a driver that did not release). With "release_delay_s" > 0
+ * its memory stays counted as used, with no process listed, for that long after the fake
+ * first saw it gone (times kept in FAKE_NVML_CONFIG + ".deaths", so every process that
+ * loads the library agrees).
+ *
+ * JSON parsing: a small hand-written recursive-descent parser for objects, arrays,
+ * strings (no \u escapes), numbers, true/false/null. Enough for the files the tests write.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int nvmlReturn_t;
+enum {
+    NVML_SUCCESS = 0, NVML_ERROR_UNINITIALIZED = 1, NVML_ERROR_INVALID_ARGUMENT = 2,
+    NVML_ERROR_NOT_SUPPORTED = 3, NVML_ERROR_NOT_FOUND = 6, NVML_ERROR_INSUFFICIENT_SIZE = 7,
+    NVML_ERROR_DRIVER_NOT_LOADED = 9, NVML_ERROR_UNKNOWN = 999
+};
+
+#define MAX_GPUS 64
+#define MAX_PROCS 1024
+#define MIB (1024ULL * 1024ULL)
+
+typedef struct {
+    unsigned int index;
+    char uuid[96];
+    char name[96];
+    unsigned long long total_mib, idle_used_mib;
+    int cc_major, cc_minor;
+} fake_gpu;
+typedef fake_gpu *nvmlDevice_t;
+
+typedef struct {
+    unsigned int pid, gpu;
+    unsigned long long used_mib;
+    int report_zombie;
+} fake_proc;
+
+typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+typedef struct {
+    unsigned int version;
+    unsigned long long total, reserved, free, used;
+} nvmlMemory_v2_t;
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_t;
+
+static fake_gpu gpus[MAX_GPUS];
+static fake_proc procs[MAX_PROCS];
+static unsigned int gpu_count, proc_count;
+static char driver_version[80] = "580.95.05";
+static int cuda_version = 13000;
+static double release_delay_s;
+static int init_count;
+
+/* ---- minimal JSON ---------------------------------------------------------------- */
+
+typedef struct { const char *p; int ok; } cursor;
+
+static void skip_ws(cursor *c) { while (isspace((unsigned char)*c->p)) c->p++; }
+
+static int parse_string(cursor *c, char *out, size_t cap) {
+    size_t n = 0;
+    skip_ws(c);
+    if (*c->p != '"') return c->ok = 0;
+    c->p++;
+    while (*c->p && *c->p != '"') {
+        char ch = *c->p++;
+        if (ch == '\\' && *c->p) {
+            ch = *c->p++;
+            if (ch == 'n') ch = '\n'; else if (ch == 't') ch = '\t';
+        }
+        if (out && n + 1 < cap) out[n++] = ch;
+    }
+    if (out && cap) out[n] = 0;
+    if (*c->p != '"') return c->ok = 0;
+    c->p++;
+    return 1;
+}
+
+static double parse_number(cursor *c) {
+    char *end;
+    double value;
+    skip_ws(c);
+    value = strtod(c->p, &end);
+    if (end == c->p) { c->ok = 0; return 0; }
+    c->p = end;
+    return value;
+}
+
+static void skip_value(cursor *c);
+
+static void skip_container(cursor *c, char close) {
+    c->p++;
+    skip_ws(c);
+    if (*c->p == close) { c->p++; return; }
+    while (c->ok) {
+        if (close == '}') {
+            parse_string(c, NULL, 0);
+            skip_ws(c);
+            if (*c->p++ != ':') { c->ok = 0; return; }
+        }
+        skip_value(c);
+        skip_ws(c);
+        if (*c->p == ',') { c->p++; continue; }
+        if (*c->p == close) { c->p++; return; }
+        c->ok = 0;
+    }
+}
+
+static void skip_value(cursor *c) {
+    skip_ws(c);
+    if (*c->p == '{') skip_container(c, '}');
+    else if (*c->p == '[') skip_container(c, ']');
+    else if (*c->p == '"') parse_string(c, NULL, 0);
+    else if (!strncmp(c->p, "true", 4)) c->p += 4;
+    else if (!strncmp(c->p, "false", 5)) c->p += 5;
+    else if (!strncmp(c->p, "null", 4)) c->p += 4;
+    else parse_number(c);
+}
+
+static int parse_bool(cursor *c) {
+    skip_ws(c);
+    if (!strncmp(c->p, "true", 4)) { c->p += 4; return 1; }
+    if (!strncmp(c->p, "false", 5)) { c->p += 5; return 0; }
+    c->ok = 0;
+    return 0;
+}
+
+/* Calls on_key(key, cursor, ctx) for each member; on_key must consume the value. */
+typedef void (*member_fn)(const char *key, cursor *c, void *ctx);
+
+static void parse_object(cursor *c, member_fn on_key, void *ctx) {
+    char key[64];
+    skip_ws(c);
+    if (*c->p != '{') { c->ok = 0; return; }
+    c->p++;
+    skip_ws(c);
+    if (*c->p == '}') { c->p++; return; }
+    while (c->ok) {
+        parse_string(c, key, sizeof key);
+        skip_ws(c);
+        if (*c->p++ != ':') { c->ok = 0; return; }
+        on_key(key, c, ctx);
+        skip_ws(c);
+        if (*c->p == ',') { c->p++; continue; }
+        if (*c->p == '}') { c->p++; return; }
+        c->ok = 0;
+    }
+}
+
+typedef void (*item_fn)(cursor *c, void *ctx);
+
+static void parse_array(cursor *c, item_fn on_item, void *ctx) {
+    skip_ws(c);
+    if (*c->p != '[') { c->ok = 0; return; }
+    c->p++;
+    skip_ws(c);
+    if (*c->p == ']') { c->p++; return; }
+    while (c->ok) {
+        on_item(c, ctx);
+        skip_ws(c);
+        if (*c->p == ',') { c->p++; continue; }
+        if (*c->p == ']') { c->p++; return; }
+        c->ok = 0;
+    }
+}
+
+/* ---- config ---------------------------------------------------------------------- */
+
+static void gpu_member(const char *key, cursor *c, void *ctx) {
+    fake_gpu *g = ctx;
+    if (!strcmp(key, "uuid")) parse_string(c, g->uuid, sizeof g->uuid);
+    else if (!strcmp(key, "name")) parse_string(c, g->name, sizeof g->name);
+    else if (!strcmp(key, "memory_total_mib")) g->total_mib = (unsigned long long)parse_number(c);
+    else if (!strcmp(key, "idle_used_mib")) g->idle_used_mib = (unsigned long long)parse_number(c);
+    else if (!strcmp(key, "cc_major")) g->cc_major = (int)parse_number(c);
+    else if (!strcmp(key, "cc_minor")) g->cc_minor = (int)parse_number(c);
+    else skip_value(c);
+}
+
+static void gpu_item(cursor *c, void *ctx) {
+    (void)ctx;
+    if (gpu_count >= MAX_GPUS) { skip_value(c); return; }
+    fake_gpu *g = &gpus[gpu_count];
+    memset(g, 0, sizeof *g);
+    g->index = gpu_count;
+    snprintf(g->uuid, sizeof g->uuid, "GPU-fake-%u", gpu_count);
+    snprintf(g->name, sizeof g->name, "Fake GPU");
+    g->total_mib = 1024;
+    parse_object(c, gpu_member, g);
+    gpu_count++;
+}
+
+static void proc_member(const char *key, cursor *c, void *ctx) {
+    fake_proc *p = ctx;
+    if (!strcmp(key, "pid")) p->pid = (unsigned int)parse_number(c);
+    else if (!strcmp(key, "gpu")) p->gpu = (unsigned int)parse_number(c);
+    else if (!strcmp(key, "used_mib")) p->used_mib = (unsigned long long)parse_number(c);
+    else if (!strcmp(key, "report_zombie")) p->report_zombie = parse_bool(c);
+    else skip_value(c);
+}
+
+static void proc_item(cursor *c, void *ctx) {
+    (void)ctx;
+    if (proc_count >= MAX_PROCS) { skip_value(c); return; }
+    fake_proc *p = &procs[proc_count];
+    memset(p, 0, sizeof *p);
+    parse_object(c, proc_member, p);
+    proc_count++;
+}
+
+static void top_member(const char *key, cursor *c, void *ctx) {
+    (void)ctx;
+    if (!strcmp(key, "gpus")) parse_array(c, gpu_item, NULL);
+    else if (!strcmp(key, "processes")) parse_array(c, proc_item, NULL);
+    else if (!strcmp(key, "driver_version")) parse_string(c, driver_version, sizeof driver_version);
+    else if (!strcmp(key, "cuda_version")) cuda_version = (int)parse_number(c);
+    else if (!strcmp(key, "release_delay_s")) release_delay_s = parse_number(c);
+    else skip_value(c);
+}
+
+static char *read_all(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
+    if (buf) buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+static nvmlReturn_t load_config(void) {
+    const char *path = getenv("FAKE_NVML_CONFIG");
+    char *text;
+    cursor c;
+    if (!path || !*path) return NVML_ERROR_DRIVER_NOT_LOADED;
+    text = read_all(path);
+    if (!text) return NVML_ERROR_DRIVER_NOT_LOADED;
+    gpu_count = proc_count = 0;
+    release_delay_s = 0;
+    c.p = text;
+    c.ok = 1;
+    parse_object(&c, top_member, NULL);
+    free(text);
+    return c.ok ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+
+/* ---- process liveness ------------------------------------------------------------ */
+
+static int is_zombie(unsigned int pid) {
+    char path[64], buf[512], *close;
+    FILE *f;
+    size_t n;
+    snprintf(path, sizeof path, "/proc/%u/stat", pid);
+    f = fopen(path, "r");
+    if (!f) return 0;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    close = strrchr(buf, ')');
+    return close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
+}
+
+static int present(const fake_proc *p) {
+    if (p->pid == 0) return 0;
+    if (kill((pid_t)p->pid, 0) != 0 && errno != EPERM) return 0;
+    return p->report_zombie || !is_zombie(p->pid);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* When did the fake first see pid gone? Recorded on first sight, shared by file. */
+static double first_seen_gone(unsigned int pid) {
+    const char *config = getenv("FAKE_NVML_CONFIG");
+    char path[4096], line[128];
+    unsigned int seen_pid;
+    double when, now = now_s();
+    FILE *f;
+    snprintf(path, sizeof path, "%s.deaths", config ? config : "");
+    f = fopen(path, "r");
+    if (f) {
+        while (fgets(line, sizeof line, f)) {
+            if (sscanf(line, "%u %lf", &seen_pid, &when) == 2 && seen_pid == pid) {
+                fclose(f);
+                return when;
+            }
+        }
+        fclose(f);
+    }
+    f = fopen(path, "a");
+    if (f) {
+        fprintf(f, "%u %.3f\n", pid, now);
+        fclose(f);
+    }
+    return now;
+}
+
+static int lingering(const fake_proc *p) {
+    if (release_delay_s <= 0 || p->pid == 0) return 0;
+    return now_s() - first_seen_gone(p->pid) < release_delay_s;
+}
+
+static unsigned long long used_mib(const fake_gpu *g) {
+    unsigned long long total = g->idle_used_mib;
+    unsigned int i;
+    for (i = 0; i < proc_count; i++) {
+        if (procs[i].gpu != g->index) continue;
+        if (present(&procs[i]) || lingering(&procs[i])) total += procs[i].used_mib;
+    }
+    return total > g->total_mib ? g->total_mib : total;
+}
+
+/* ---- the NVML entry points pynvml calls ------------------------------------------ */
+
+#define REQUIRE_INIT() do { if (init_count <= 0) return NVML_ERROR_UNINITIALIZED; } while (0)
+#define REQUIRE_DEVICE(d) do { \
+    if (!(d) || (d) < gpus || (d) >= gpus + gpu_count) return NVML_ERROR_INVALID_ARGUMENT; \
+} while (0)
+
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+    nvmlReturn_t ret;
+    (void)flags;
+    ret = load_config();
+    if (ret == NVML_SUCCESS) init_count++;
+    return ret;
+}
+nvmlReturn_t nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
+nvmlReturn_t nvmlInit(void) { return nvmlInitWithFlags(0); }
+
+nvmlReturn_t nvmlShutdown(void) {
+    REQUIRE_INIT();
+    init_count--;
+    return NVML_SUCCESS;
+}
+
+const char *nvmlErrorString(nvmlReturn_t result) {
+    switch (result) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    default: return "Unknown Error";
+    }
+}
+
+static nvmlReturn_t copy_string(const char *src, char *dst, unsigned int length) {
+    if (!dst) return NVML_ERROR_INVALID_ARGUMENT;
+    if (strlen(src) + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
+    strcpy(dst, src);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+    REQUIRE_INIT();
+    return copy_string(driver_version, version, length);
+}
+
+nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *version) {
+    REQUIRE_INIT();
+    if (!version) return NVML_ERROR_INVALID_ARGUMENT;
+    *version = cuda_version;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *version) {
+    return nvmlSystemGetCudaDriverVersion(version);
+}
+
+nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int length) {
+    char path[64], buf[256];
+    FILE *f;
+    size_t n;
+    REQUIRE_INIT();
+    snprintf(path, sizeof path, "/proc/%u/comm", pid);
+    f = fopen(path, "r");
+    if (!f) return NVML_ERROR_NOT_FOUND;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    if (n && buf[n - 1] == '\n') buf[n - 1] = 0;
+    return copy_string(buf, name, length);
+}
+
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
+    REQUIRE_INIT();
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    load_config();
+    *count = gpu_count;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetCount(unsigned int *count) { return nvmlDeviceGetCount_v2(count); }
+
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
+    REQUIRE_INIT();
+    if (!device || index >= gpu_count) return NVML_ERROR_INVALID_ARGUMENT;
+    *device = &gpus[index];
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device) {
+    return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
+    unsigned int i;
+    REQUIRE_INIT();
+    if (!uuid || !device) return NVML_ERROR_INVALID_ARGUMENT;
+    for (i = 0; i < gpu_count; i++) {
+        if (!strcmp(gpus[i].uuid, uuid)) { *device = &gpus[i]; return NVML_SUCCESS; }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
+    REQUIRE_INIT();
+    REQUIRE_DEVICE(device);
+    if (!index) return NVML_ERROR_INVALID_ARGUMENT;
+    *index = device->index;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
+    REQUIRE_INIT();
+    REQUIRE_DEVICE(device);
+    return copy_string(device->name, name, length);
+}
+
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
+    REQUIRE_INIT();
+    REQUIRE_DEVICE(device);
+    return copy_string(device->uuid, uuid, length);
+}
+
+nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major, int *minor) {
+    REQUIRE_INIT();
+    REQUIRE_DEVICE(device);
+    if (!major || !minor) return NVML_ERROR_INVALID_ARGUMENT;
+    *major = device->cc_major;
+    *minor = device->cc_minor;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
+    unsigned long long used;
+    REQUIRE_INIT();
+    REQUIRE_DEVICE(device);
+    if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
+    load_config();
+    used = used_mib(device);
+    memory->total = device->total_mib * MIB;
+    memory->used = used * MIB;
+    memory->free = (device->total_mib - used) * MIB;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory) {
+    nvmlMemory_t v1;
+    nvmlReturn_t ret;
+    if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
+    ret = nvmlDeviceGetMemoryInfo(device, &v1);
+    if (ret != NVML_SUCCESS) return ret;
+    memory->total = v1.total;
+    memory->reserved = 0;
+    memory->used = v1.used;
+    memory->free = v1.free;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(
+    nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos) {
+    unsigned int i, n = 0, cap;
+    REQUIRE_INIT();
+    REQUIRE_DEVICE(device);
+    if (!infoCount) return NVML_ERROR_INVALID_ARGUMENT;
+    load_config();
+    cap = infos ? *infoCount : 0;
+    for (i = 0; i < proc_count; i++) {
+        if (procs[i].gpu != device->index || !present(&procs[i])) continue;
+        if (n < cap) {
+            infos[n].pid = procs[i].pid;
+            infos[n].usedGpuMemory = procs[i].used_mib * MIB;
+            infos[n].gpuInstanceId = 0xFFFFFFFFu;
+            infos[n].computeInstanceId = 0xFFFFFFFFu;
+        }
+        n++;
+    }
+    *infoCount = n;
+    if (n > cap) return NVML_ERROR_INSUFFICIENT_SIZE;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(
+    nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos) {
+    return nvmlDeviceGetComputeRunningProcesses_v3(device, infoCount, infos);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(
+    nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos) {
+    REQUIRE_INIT();
+    REQUIRE_DEVICE(device);
+    (void)infos;
+    if (!infoCount) return NVML_ERROR_INVALID_ARGUMENT;
+    *infoCount = 0;
+    return NVML_SUCCESS;
+}
