@@ -16,7 +16,7 @@ from engine.errors import CommandFailed, TaskFailed
 if TYPE_CHECKING:
     from engine.connection.base import Connection
 
-__all__ = ["Change", "CommandFailed", "Diff", "Result", "TaskContext", "TaskFailed"]
+__all__ = ["Change", "CommandFailed", "Diff", "Result", "TaskContext", "TaskFailed", "Unchanged"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,18 @@ class Change:
     summary: str
     diffs: tuple[Diff, ...] = ()
     payload: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Unchanged:
+    """``plan`` may return this instead of ``None`` to explain why nothing is to do.
+
+    ``msg`` is shown on the ``ok`` line ("8 GPUs idle: 0 processes, max 3 MiB used");
+    ``data`` is registered like a Result's data.
+    """
+
+    msg: str = ""
+    data: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

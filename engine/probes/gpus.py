@@ -37,9 +37,20 @@ def _nvml_processes(nvml, handle):
     ]
 
 
+def _memory(nvml, handle):
+    """v2 counts driver-reserved memory apart from "used", so an idle GPU reads near 0."""
+    version = getattr(nvml, "nvmlMemory_v2", None)
+    if version is not None:
+        try:
+            return nvml.nvmlDeviceGetMemoryInfo(handle, version=version)
+        except (nvml.NVMLError, TypeError):
+            pass
+    return nvml.nvmlDeviceGetMemoryInfo(handle)
+
+
 def _nvml_gpu(nvml, index):
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
-    memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+    memory = _memory(nvml, handle)
     try:
         major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
         capability = f"{major}.{minor}"

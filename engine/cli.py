@@ -1,0 +1,178 @@
+"""The rigger command line. The only place that exits."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+from engine import __version__, docs, registry
+from engine.errors import EXIT_BAD_OPTIONS, EXIT_INTERRUPTED, EXIT_UNEXPECTED, OptionsError, RiggerError
+from engine.extravars import parse_all
+from engine.inventory import load_inventory, select_hosts
+from engine.loader import load_playbook
+from engine.output.console import ConsoleSink
+from engine.output.events import Event, Sink
+from engine.output.jsonl import JsonlSink
+from engine.runner import Runner, RunOptions
+
+
+def _split_tags(values: Sequence[str]) -> frozenset[str]:
+    return frozenset(t.strip() for value in values for t in value.split(",") if t.strip())
+
+
+def _sink(output: str, diff: bool, verbosity: int) -> Sink:
+    if output == "jsonl":
+        return JsonlSink(sys.stdout)
+    colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    return ConsoleSink(sys.stdout, colour=colour, show_diff=diff, verbosity=verbosity)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="rigger")
+def cli() -> None:
+    """rigger: declarative playbooks for GPU inference hosts."""
+
+
+@cli.command()
+@click.argument("playbook", type=click.Path(dir_okay=False))
+@click.option("-i", "--inventory", "inventories", multiple=True, help="Inventory file (YAML or INI); repeatable.")
+@click.option("-l", "--limit", help="Further limit the hosts with a pattern.")
+@click.option("-e", "--extra-vars", "extra", multiple=True, help="KEY=VALUE, @file.yml or a JSON object; wins over everything.")
+@click.option("-C", "--check", is_flag=True, help="Show what would change; change nothing.")
+@click.option("-D", "--diff", is_flag=True, help="Show diffs of what changes (or would).")
+@click.option("-t", "--tags", multiple=True, help="Only run tasks with these tags.")
+@click.option("--skip-tags", multiple=True, help="Skip tasks with these tags.")
+@click.option("-f", "--forks", default=10, show_default=True, type=click.IntRange(1, 500), help="Hosts in parallel.")
+@click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
+@click.option("-v", "--verbose", count=True, help="More detail (-v shows task data and tracebacks of bugs).")
+def run(playbook: str, inventories: tuple[str, ...], limit: str | None, extra: tuple[str, ...],
+        check: bool, diff: bool, tags: tuple[str, ...], skip_tags: tuple[str, ...], forks: int,
+        output: str, verbose: int) -> None:
+    """Run PLAYBOOK against the inventory's hosts (localhost when no -i)."""
+    book = load_playbook(playbook)
+    inventory = load_inventory(inventories)
+    options = RunOptions(
+        check_mode=check, diff=diff, limit=limit, tags=_split_tags(tags), skip_tags=_split_tags(skip_tags),
+        forks=forks, extra_vars=parse_all(extra), verbosity=verbose,
+    )
+    if limit and not select_hosts(inventory, limit):
+        raise OptionsError(f"--limit {limit!r} matches no host in the inventory")
+    sink = _sink(output, diff, verbose)
+    runner = Runner(inventory, options, sink.emit)
+    code = runner.run(book)
+    sink.close()
+    sys.exit(code)
+
+
+@cli.command()
+@click.argument("playbook", type=click.Path(dir_okay=False))
+@click.option("-i", "--inventory", "inventories", multiple=True)
+def validate(playbook: str, inventories: tuple[str, ...]) -> None:
+    """Parse and check PLAYBOOK (and inventories) without connecting to any host."""
+    book = load_playbook(playbook)
+    inventory = load_inventory(inventories)
+    tasks = sum(1 for _ in _walk(book))
+    click.echo(f"{playbook}: valid ({len(book.plays)} plays, {tasks} tasks, {len(inventory.hosts)} hosts in inventory)")
+
+
+def _walk(book: Any) -> Any:
+    from engine.model import Block
+
+    def steps(items: Any) -> Any:
+        for step in items:
+            if isinstance(step, Block):
+                yield from steps(step.block + step.rescue + step.always)
+            else:
+                yield step
+
+    for play in book.plays:
+        yield from steps(play.tasks + play.handlers)
+
+
+@cli.command()
+@click.option("-i", "--inventory", "inventories", multiple=True)
+@click.option("-l", "--limit", default="all", help="Host pattern.")
+def facts(inventories: tuple[str, ...], limit: str) -> None:
+    """Print gathered facts of the selected hosts as JSON."""
+    from engine.connection.factory import open_connection
+    from engine.facts import gather
+
+    inventory = load_inventory(inventories)
+    hosts = select_hosts(inventory, limit)
+    if not hosts:
+        raise OptionsError(f"pattern {limit!r} matches no host")
+    answer: dict[str, Any] = {}
+    for name in hosts:
+        conn = open_connection(name, inventory.hosts[name].vars)
+        try:
+            answer[name] = gather(conn)
+        except RiggerError as exc:
+            answer[name] = {"error": str(exc)}
+        finally:
+            conn.close()
+    click.echo(json.dumps(answer, indent=2, default=str))
+
+
+@cli.command("modules")
+def list_modules() -> None:
+    """List the task modules with their one-line summary."""
+    names = registry.module_names()
+    width = max(len(n) for n in names)
+    for name in names:
+        click.echo(f"{name.ljust(width)}  {registry.get(name).summary}")
+
+
+@cli.command()
+@click.argument("module")
+@click.option("--markdown", is_flag=True, help="Markdown (for the README).")
+def doc(module: str, markdown: bool) -> None:
+    """Show MODULE's arguments, generated from its JSON Schema."""
+    if module not in registry.module_names():
+        raise OptionsError(f"no module named '{module}'{registry.suggest(module, registry.module_names())}")
+    spec = registry.get(module)
+    click.echo(docs.render_markdown(spec) if markdown else docs.render_text(spec), nl=False)
+
+
+def _report(message: str) -> None:
+    click.echo(click.style("ERROR: ", fg="red", bold=True) + message, err=True)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console entry point: maps every outcome to an exit code, never a raw traceback."""
+    code = _invoke(lambda: cli.main(args=argv, prog_name="rigger", standalone_mode=False))
+    sys.exit(code)
+
+
+def _invoke(call: Callable[[], Any]) -> int:
+    try:
+        result = call()
+        return int(result) if isinstance(result, int) else 0
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except click.exceptions.Abort:
+        _report("aborted")
+        return EXIT_INTERRUPTED
+    except click.ClickException as exc:
+        exc.show()
+        return EXIT_BAD_OPTIONS
+    except RiggerError as exc:
+        _report(str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _report("interrupted")
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        _report(f"unexpected error (a bug in rigger): {type(exc).__name__}: {exc}")
+        if os.environ.get("RIGGER_DEBUG"):
+            traceback.print_exc()
+        return EXIT_UNEXPECTED
+
+
+if __name__ == "__main__":
+    main()

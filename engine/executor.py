@@ -1,0 +1,290 @@
+"""One task on one host: when, loop, args, plan/apply, retries/until, register."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine import registry, templating
+from engine.connection.base import Connection, ScopedConnection, TaskScope
+from engine.errors import HostUnreachable, TaskFailed, TemplateError
+from engine.filters import to_bool
+from engine.model import Task
+from engine.module_api import Change, Result, TaskContext, Unchanged
+from engine.output.events import HostResult
+
+
+@dataclass(frozen=True)
+class ExecOptions:
+    check_mode: bool = False
+    verbosity: int = 0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one task did on one host, after loops and conditions."""
+
+    results: tuple[HostResult, ...]
+    status: str
+    registered: Mapping[str, Any]
+    set_vars: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return self.status == "changed"
+
+
+def _registered(result: HostResult) -> dict[str, Any]:
+    return {
+        **dict(result.data),
+        "changed": result.changed,
+        "failed": result.status == "failed",
+        "skipped": result.status == "skipped",
+        "unreachable": result.status == "unreachable",
+        "msg": result.msg,
+    }
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    status: str
+    changed: bool
+    msg: str = ""
+    diffs: tuple[Any, ...] = ()
+    data: Mapping[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    set_vars: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _failed(msg: str, data: Mapping[str, Any] | None = None) -> _Attempt:
+    return _Attempt(status="failed", changed=False, msg=msg, data=dict(data or {}))
+
+
+class TaskRunner:
+    """Runs one Task on one host. Stateless between calls except for its inputs."""
+
+    def __init__(
+        self,
+        task: Task,
+        host_name: str,
+        conn: Connection,
+        scope: templating.Scope,
+        options: ExecOptions,
+        progress: Callable[[str], None],
+    ):
+        self.task = task
+        self.host = host_name
+        self.conn = conn
+        self.scope = scope
+        self.options = options
+        self.progress = progress
+
+    def run(self) -> Outcome:
+        task = self.task
+        if task.loop is None:
+            result, set_vars = self._one(self.scope, None)
+            return Outcome((result,), result.status, _registered(result), set_vars)
+        try:
+            items = templating.render(task.loop, self.scope)
+        except TemplateError as exc:
+            return self._whole_failure(f"loop: {exc}")
+        if not isinstance(items, list):
+            return self._whole_failure(f"loop must be a list, got {type(items).__name__}")
+        results, set_vars = [], {}
+        for item in items:
+            result, item_vars = self._one(self.scope.child({task.loop_var: item}), item)
+            results.append(result)
+            set_vars.update(item_vars)
+        return Outcome(tuple(results), _loop_status(results), _loop_registered(results), set_vars)
+
+    def _whole_failure(self, msg: str) -> Outcome:
+        result = self._event(_failed(msg), None, 0.0)
+        return Outcome((result,), "failed", _registered(result))
+
+    def _event(self, attempt: _Attempt, item: Any, duration_s: float, ignored: bool = False) -> HostResult:
+        return HostResult(
+            host=self.host,
+            task=self.task.display_name,
+            status=attempt.status,
+            changed=attempt.changed,
+            msg=attempt.msg,
+            diffs=attempt.diffs,
+            data=attempt.data,
+            warnings=attempt.warnings,
+            duration_s=round(duration_s, 4),
+            item=item,
+            ignored=ignored,
+            no_log=bool(self.task.options.no_log),
+            location=str(self.task.location),
+        )
+
+    def _one(self, scope: templating.Scope, item: Any) -> tuple[HostResult, Mapping[str, Any]]:
+        started = time.monotonic()
+        attempt = self._conditioned(scope)
+        ignored = attempt.status == "failed" and self._ignore_errors(scope)
+        return self._event(attempt, item, time.monotonic() - started, ignored), attempt.set_vars
+
+    def _ignore_errors(self, scope: templating.Scope) -> bool:
+        flag = self.task.options.ignore_errors
+        if isinstance(flag, str):
+            try:
+                return to_bool(templating.render(flag, scope))
+            except TemplateError:
+                return False
+        return bool(flag)
+
+    def _conditioned(self, scope: templating.Scope) -> _Attempt:
+        try:
+            if not templating.all_true(self.task.options.when, scope):
+                return _Attempt(status="skipped", changed=False, msg="condition was false")
+        except TemplateError as exc:
+            return _failed(f"task '{self.task.display_name}' ({self.task.location}): when: {exc}")
+        attempts = self.task.retries + 1 if self.task.until else 1
+        attempt = _failed("no attempt made")
+        for number in range(1, attempts + 1):
+            attempt = self._judged(self._attempt(scope), scope)
+            if not self.task.until or attempt.status in ("unreachable", "skipped"):
+                return attempt
+            if self._holds(self.task.until, attempt, scope):
+                return attempt
+            if number < attempts:
+                self.progress(f"retrying ({number}/{self.task.retries}): until not met")
+                time.sleep(self.task.delay_s)
+        return _Attempt(**{**attempt.__dict__, "status": "failed", "msg": f"until not met after {attempts} attempts: {attempt.msg}".rstrip(": ")})
+
+    def _holds(self, conditions: tuple[Any, ...], attempt: _Attempt, scope: templating.Scope) -> bool:
+        registered = {
+            **dict(attempt.data), "changed": attempt.changed, "failed": attempt.status == "failed",
+            "msg": attempt.msg, "skipped": attempt.status == "skipped",
+        }
+        view = scope.child({self.task.register: registered} if self.task.register else {})
+        return templating.all_true(conditions, view.child(registered))
+
+    def _judged(self, attempt: _Attempt, scope: templating.Scope) -> _Attempt:
+        """Apply changed_when / failed_when to a finished attempt."""
+        if attempt.status in ("unreachable", "skipped"):
+            return attempt
+        try:
+            changed = attempt.changed
+            if self.task.changed_when:
+                changed = self._holds(self.task.changed_when, attempt, scope)
+            status = "changed" if changed else "ok"
+            if attempt.status == "failed" and not self.task.failed_when:
+                return attempt
+            if self.task.failed_when:
+                if self._holds(self.task.failed_when, attempt, scope):
+                    return _Attempt(**{**attempt.__dict__, "status": "failed", "changed": changed,
+                                       "msg": attempt.msg or "failed_when condition was true"})
+                if attempt.status == "failed":
+                    status = "changed" if changed else "ok"
+            return _Attempt(**{**attempt.__dict__, "status": status, "changed": changed})
+        except TemplateError as exc:
+            return _failed(f"task '{self.task.display_name}': {exc}")
+
+    def _attempt(self, scope: templating.Scope) -> _Attempt:
+        task = self.task
+        try:
+            spec = registry.get(task.module)
+            args = templating.render(task.args, scope)
+            environment = templating.render(dict(task.options.environment), scope)
+            become = task.options.become
+            if isinstance(become, str):
+                become = to_bool(templating.render(become, scope))
+        except TemplateError as exc:
+            return _failed(f"task '{task.display_name}' ({task.location}): {exc}")
+        problem = _args_problem(spec, args)
+        if problem:
+            return _failed(f"task '{task.display_name}' ({task.location}): {problem}")
+        args = spec.with_defaults(args)
+        conn = ScopedConnection(
+            self.conn,
+            TaskScope(
+                become=bool(become),
+                environment={k: str(v) for k, v in environment.items()},
+                timeout_s=task.timeout_s,
+            ),
+        )
+        ctx = TaskContext(
+            host_name=self.host,
+            conn=conn.planning(),
+            facts=scope.get("facts", {}),
+            vars=scope,
+            task_name=task.display_name,
+            timeout_s=task.timeout_s,
+            progress=self.progress,
+        )
+        try:
+            return self._plan_apply(spec, ctx, conn, args)
+        except HostUnreachable as exc:
+            return _Attempt(status="unreachable", changed=False, msg=str(exc))
+        except TaskFailed as exc:
+            return _failed(exc.msg, exc.data)
+        except Exception as exc:  # a bug in a module: one line, traceback with -v
+            detail = traceback.format_exc() if self.options.verbosity else ""
+            return _failed(f"unexpected error in module {task.module} (a bug): {type(exc).__name__}: {exc}\n{detail}".rstrip())
+
+    def _plan_apply(self, spec: registry.ModuleSpec, ctx: TaskContext, conn: ScopedConnection, args: dict[str, Any]) -> _Attempt:
+        change = spec.plan(ctx, args)
+        if change is None or isinstance(change, Unchanged):
+            msg = change.msg if isinstance(change, Unchanged) else ""
+            data = dict(change.data) if isinstance(change, Unchanged) else {}
+            return _Attempt(status="ok", changed=False, msg=msg, data=data)
+        assert isinstance(change, Change), f"plan() of {spec.name} returned {type(change).__name__}"
+        if self.options.check_mode:
+            if spec.check_mode == "skip":
+                return _Attempt(status="skipped", changed=False, msg=f"check mode: would {change.summary}",
+                                diffs=change.diffs)
+            if spec.check_mode == "plan":
+                return _Attempt(status="changed", changed=True, msg=f"would {change.summary}",
+                                diffs=change.diffs)
+            result = spec.apply(ctx, args, change)
+        else:
+            run_ctx = TaskContext(**{**ctx.__dict__, "conn": conn})
+            result = spec.apply(run_ctx, args, change)
+        return _from_result(result)
+
+
+def _from_result(result: Result) -> _Attempt:
+    status = "failed" if result.failed else "changed" if result.changed else "ok"
+    return _Attempt(
+        status=status,
+        changed=result.changed,
+        msg=result.msg,
+        diffs=tuple(result.diffs),
+        data=dict(result.data),
+        warnings=tuple(result.warnings),
+        set_vars=dict(result.set_vars),
+    )
+
+
+def _args_problem(spec: registry.ModuleSpec, args: Any) -> str | None:
+    if not isinstance(args, Mapping):
+        return f"{spec.name} takes a mapping of arguments, got {type(args).__name__}"
+    error = next(iter(sorted(spec.validator.iter_errors(dict(args)), key=lambda e: list(e.absolute_path))), None)
+    if error is None:
+        return None
+    path = ".".join(str(p) for p in error.absolute_path) or spec.name
+    return f"invalid argument {path}: {error.message}"
+
+
+def _loop_status(results: list[HostResult]) -> str:
+    statuses = {r.status for r in results if not r.ignored}
+    for status in ("unreachable", "failed", "changed", "ok"):
+        if status in statuses:
+            return status
+    if any(r.ignored for r in results):
+        return "failed"
+    return "skipped"
+
+
+def _loop_registered(results: list[HostResult]) -> dict[str, Any]:
+    return {
+        "results": [{**_registered(r), "item": r.item} for r in results],
+        "changed": any(r.changed for r in results),
+        "failed": any(r.status == "failed" and not r.ignored for r in results),
+        "skipped": all(r.status == "skipped" for r in results) if results else True,
+        "msg": "; ".join(r.msg for r in results if r.status == "failed"),
+    }

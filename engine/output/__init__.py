@@ -1,0 +1,1 @@
+"""Output: the only place that writes to the terminal."""

@@ -1,0 +1,115 @@
+"""Human output, Ansible-shaped: TASK headers, a line per host, grouped diffs, a recap."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import threading
+from collections import defaultdict
+from typing import TextIO
+
+from engine.module_api import Diff
+from engine.output.events import (
+    COUNTERS, Event, HostResult, Notice, PlayStarted, Progress, Recap, TaskFinished, TaskStarted,
+)
+
+_COLOURS = {
+    "ok": "32", "changed": "33", "failed": "31", "unreachable": "1;31", "skipped": "36",
+    "rescued": "35", "ignored": "35", "warning": "35", "+": "32", "-": "31", "@": "36",
+}
+
+
+def unified(diff: Diff) -> list[str]:
+    lines = list(
+        difflib.unified_diff(
+            diff.before.splitlines(keepends=True),
+            diff.after.splitlines(keepends=True),
+            fromfile=f"before: {diff.label}",
+            tofile=f"after: {diff.label}",
+        )
+    )
+    return [line if line.endswith("\n") else line + "\n" for line in lines]
+
+
+class ConsoleSink:
+    def __init__(self, stream: TextIO, *, colour: bool, show_diff: bool, verbosity: int = 0):
+        self._out = stream
+        self._colour = colour
+        self._show_diff = show_diff
+        self._verbosity = verbosity
+        self._lock = threading.Lock()
+        self._pending_diffs: dict[tuple[str, ...], list[str]] = defaultdict(list)
+
+    def _paint(self, key: str, text: str) -> str:
+        code = _COLOURS.get(key)
+        return f"\x1b[{code}m{text}\x1b[0m" if self._colour and code else text
+
+    def _write(self, text: str) -> None:
+        self._out.write(text)
+        self._out.flush()
+
+    def emit(self, event: Event) -> None:
+        with self._lock:
+            if isinstance(event, PlayStarted):
+                mode = " (check mode)" if event.check_mode else ""
+                self._write(f"\nPLAY [{event.name}]{mode} {'*' * 40}\n")
+            elif isinstance(event, TaskStarted):
+                kind = "RUNNING HANDLER" if event.handler else "TASK"
+                self._write(f"\n{kind} [{event.name}] {'*' * 40}\n")
+            elif isinstance(event, HostResult):
+                self._host_line(event.masked())
+            elif isinstance(event, TaskFinished):
+                self._flush_diffs()
+            elif isinstance(event, Progress):
+                self._write(f"  {event.host}: {event.message}\n")
+            elif isinstance(event, Notice):
+                where = f"[{event.host}] " if event.host else ""
+                self._write(self._paint("warning", f"[{event.level.upper()}] {where}{event.message}") + "\n")
+            elif isinstance(event, Recap):
+                self._recap(event)
+
+    def _host_line(self, result: HostResult) -> None:
+        label = result.status
+        if result.ignored:
+            label = f"{label} (ignored)"
+        item = f" => (item={_short(result.item)})" if result.item is not None else ""
+        msg = f": {result.msg}" if result.msg else ""
+        self._write(self._paint(result.status, f"{label}: [{result.host}]{item}{msg}") + "\n")
+        for warning in result.warnings:
+            self._write(self._paint("warning", f"[WARNING] [{result.host}] {warning}") + "\n")
+        if self._verbosity and result.data:
+            self._write(json.dumps(dict(result.data), indent=2, default=str) + "\n")
+        if self._show_diff:
+            for diff in result.diffs:
+                self._pending_diffs[tuple(unified(diff))].append(result.host)
+
+    def _flush_diffs(self) -> None:
+        for lines, hosts in self._pending_diffs.items():
+            if not lines:
+                continue
+            self._write(f"--- diff on {', '.join(hosts)}\n")
+            for line in lines:
+                self._write(self._paint(line[:1], line) if line[:1] in "+-@" else line)
+        self._pending_diffs.clear()
+
+    def _recap(self, recap: Recap) -> None:
+        self._write(f"\nPLAY RECAP {'*' * 40}\n")
+        width = max((len(h) for h in recap.stats), default=0)
+        for host, counts in recap.stats.items():
+            parts = [
+                self._paint(key, f"{key}={counts.get(key, 0)}") if counts.get(key, 0) else f"{key}=0"
+                for key in COUNTERS
+            ]
+            stopped = recap.stopped.get(host)
+            suffix = f"  (stopped at: {stopped})" if stopped else ""
+            self._write(f"{host.ljust(width)} : {'  '.join(parts)}{suffix}\n")
+        mode = " in check mode (nothing was changed)" if recap.check_mode else ""
+        self._write(f"finished in {recap.duration_s:.2f}s{mode}\n")
+
+    def close(self) -> None:
+        self._out.flush()
+
+
+def _short(value: object) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,91 @@
+"""Events the runner emits; sinks (console, jsonl) turn them into output."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from engine.module_api import Diff
+
+STATUSES = ("ok", "changed", "failed", "skipped", "unreachable")
+COUNTERS = ("ok", "changed", "failed", "skipped", "unreachable", "rescued", "ignored")
+HIDDEN = "the output has been hidden due to no_log: true"
+
+
+@dataclass(frozen=True)
+class PlayStarted:
+    name: str
+    hosts: tuple[str, ...]
+    check_mode: bool
+
+
+@dataclass(frozen=True)
+class TaskStarted:
+    name: str
+    module: str
+    location: str
+    handler: bool = False
+
+
+@dataclass(frozen=True)
+class HostResult:
+    host: str
+    task: str
+    status: str
+    changed: bool
+    msg: str = ""
+    diffs: tuple[Diff, ...] = ()
+    data: Mapping[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    duration_s: float = 0.0
+    item: Any = None
+    ignored: bool = False
+    no_log: bool = False
+    location: str = ""
+
+    def masked(self) -> HostResult:
+        if not self.no_log:
+            return self
+        return HostResult(
+            host=self.host, task=self.task, status=self.status, changed=self.changed,
+            msg=HIDDEN, diffs=(), data={"censored": HIDDEN}, warnings=self.warnings,
+            duration_s=self.duration_s, item=None, ignored=self.ignored, no_log=True,
+            location=self.location,
+        )
+
+
+@dataclass(frozen=True)
+class TaskFinished:
+    name: str
+
+
+@dataclass(frozen=True)
+class Progress:
+    host: str
+    task: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Notice:
+    level: str
+    message: str
+    host: str | None = None
+
+
+@dataclass(frozen=True)
+class Recap:
+    stats: Mapping[str, Mapping[str, int]]
+    duration_s: float
+    check_mode: bool
+    stopped: Mapping[str, str] = field(default_factory=dict)
+
+
+Event = PlayStarted | TaskStarted | HostResult | TaskFinished | Progress | Notice | Recap
+
+
+class Sink(Protocol):
+    def emit(self, event: Event) -> None: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,63 @@
+"""Read-only: what rigger recorded about a vLLM server, and whether it still runs.
+
+Args: ``state_path``, ``health_url`` (asked only while the recorded leader is alive),
+``timeout_s``. Answer: ``record`` (the state file, or None), ``leader_alive`` (the recorded
+pid is still the process rigger started: same start time, not a zombie), ``session``
+(every process still in the recorded session, orphans included, started no earlier than
+the leader: the PID-reuse guard), ``health_status`` (HTTP status of /health, or None),
+``state_error`` (the state file exists but cannot be read).
+"""
+
+USES = ("procs", "vllm_http")
+
+import json
+import os
+
+
+def read_record(state_path):
+    path = os.path.expanduser(state_path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle), None
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def session_members(record):
+    sid = record.get("sid")
+    started = record.get("start_time")
+    if not sid or started is None:
+        return []
+    found = call("procs", {"sid": int(sid)})["processes"]  # noqa: F821 - injected by the probe loader
+    return [p for p in found if p["start_time"] >= int(started) and p["state"] not in ("Z", "X")]
+
+
+def leader_alive(record, members):
+    return any(
+        p["pid"] == record.get("pid") and p["start_time"] == record.get("start_time")
+        for p in members
+    )
+
+
+def main(args):
+    record, error = read_record(args["state_path"])
+    answer = {
+        "record": record,
+        "state_error": error,
+        "leader_alive": False,
+        "session": [],
+        "health_status": None,
+        "health_error": None,
+    }
+    if record is None:
+        return answer
+    answer["session"] = session_members(record)
+    answer["leader_alive"] = leader_alive(record, answer["session"])
+    if answer["leader_alive"] and args.get("health_url"):
+        request = {"url": args["health_url"], "timeout_s": args.get("timeout_s", 3)}
+        health = call("vllm_http", request)  # noqa: F821 - injected by the probe loader
+        answer["health_status"] = health["status"]
+        answer["health_error"] = health["error"]
+    return answer

@@ -1,0 +1,88 @@
+"""Finds task modules in ``modules/`` by file name and checks each one's SCHEMA once."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from engine.errors import RiggerError
+
+MODULE_DIR = Path(__file__).resolve().parent.parent / "modules"
+CHECK_MODES = ("plan", "skip", "run")
+
+
+class ModuleDefinitionError(RiggerError):
+    """A module file breaks the module contract (a bug in rigger, not user input)."""
+
+
+@dataclass(frozen=True)
+class ModuleSpec:
+    name: str
+    summary: str
+    doc: str
+    schema: Mapping[str, Any]
+    validator: Any
+    plan: Callable[..., Any]
+    apply: Callable[..., Any]
+    check_mode: str
+    free_form: str | None
+
+    def with_defaults(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        filled = dict(args)
+        for key, prop in self.schema.get("properties", {}).items():
+            if key not in filled and "default" in prop:
+                filled[key] = prop["default"]
+        return filled
+
+
+@cache
+def module_names() -> tuple[str, ...]:
+    return tuple(
+        sorted(p.stem for p in MODULE_DIR.glob("*.py") if not p.stem.startswith("_"))
+    )
+
+
+def suggest(name: str, candidates: tuple[str, ...] | list[str]) -> str:
+    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+@cache
+def get(name: str) -> ModuleSpec:
+    if name not in module_names():
+        raise KeyError(name)
+    module = importlib.import_module(f"modules.{name}")
+    return _spec_of(name, module)
+
+
+def _spec_of(name: str, module: Any) -> ModuleSpec:
+    missing = [attr for attr in ("SCHEMA", "plan", "apply") if not hasattr(module, attr)]
+    if missing or not module.__doc__:
+        raise ModuleDefinitionError(f"module {name} lacks {', '.join(missing) or 'a docstring'}")
+    schema = module.SCHEMA
+    jsonschema.Draft202012Validator.check_schema(schema)
+    undocumented = [k for k, v in schema.get("properties", {}).items() if "description" not in v]
+    if undocumented:
+        raise ModuleDefinitionError(f"module {name}: undocumented arguments {undocumented}")
+    check_mode = getattr(module, "CHECK_MODE", "plan")
+    if check_mode not in CHECK_MODES:
+        raise ModuleDefinitionError(f"module {name}: CHECK_MODE must be one of {CHECK_MODES}")
+    doc = module.__doc__.strip()
+    return ModuleSpec(
+        name=name,
+        summary=doc.splitlines()[0],
+        doc=doc,
+        schema=schema,
+        validator=jsonschema.Draft202012Validator(schema),
+        plan=module.plan,
+        apply=module.apply,
+        check_mode=check_mode,
+        free_form=getattr(module, "FREE_FORM", None),
+    )

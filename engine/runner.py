@@ -1,0 +1,354 @@
+"""Plays x hosts: forks, linear strategy, serial batches, failure limits, handlers, blocks."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine import facts as facts_mod
+from engine import templating
+from engine.connection.base import Connection
+from engine.connection.factory import open_connection
+from engine.errors import (
+    EXIT_INTERRUPTED, EXIT_OK, EXIT_TASK_FAILED, EXIT_UNREACHABLE, HostUnreachable, RiggerError,
+    ValidationError,
+)
+from engine.executor import ExecOptions, Outcome, TaskRunner
+from engine.inventory import select_hosts
+from engine.model import Block, Inventory, Play, Playbook, Step, Task
+from engine.output.events import (
+    COUNTERS, Event, HostResult, Notice, PlayStarted, Progress, Recap, TaskFinished, TaskStarted,
+)
+from engine.yamlload import load_file
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    check_mode: bool = False
+    diff: bool = False
+    limit: str | None = None
+    tags: frozenset[str] = frozenset()
+    skip_tags: frozenset[str] = frozenset()
+    forks: int = 10
+    extra_vars: Mapping[str, Any] = field(default_factory=dict)
+    verbosity: int = 0
+
+
+@dataclass
+class HostRun:
+    """A host's mutable state during one play."""
+
+    name: str
+    inventory_vars: Mapping[str, Any]
+    conn: Connection
+    data: dict[str, Any] = field(default_factory=dict)
+    failed: bool = False
+    unreachable: bool = False
+    notified: set[str] = field(default_factory=set)
+    last_task: str = ""
+
+    @property
+    def active(self) -> bool:
+        return not (self.failed or self.unreachable)
+
+
+def _new_stats() -> dict[str, int]:
+    return dict.fromkeys(COUNTERS, 0)
+
+
+class Runner:
+    def __init__(self, inventory: Inventory, options: RunOptions, emit: Callable[[Event], None]):
+        self.inventory = inventory
+        self.options = options
+        self._emit_raw = emit
+        self._emit_lock = threading.Lock()
+        self.stats: dict[str, dict[str, int]] = {}
+        self.stopped_at: dict[str, str] = {}
+        self._connections: dict[str, Connection] = {}
+        self._interrupted = threading.Event()
+
+    def emit(self, event: Event) -> None:
+        with self._emit_lock:
+            self._emit_raw(event)
+
+    # ---- connections -------------------------------------------------------------
+    def connection(self, host: str) -> Connection:
+        if host not in self._connections:
+            self._connections[host] = open_connection(host, self.inventory.hosts[host].vars)
+        return self._connections[host]
+
+    def close(self) -> None:
+        for conn in self._connections.values():
+            try:
+                conn.close()
+            except Exception as exc:  # closing must not hide the run's outcome
+                self.emit(Notice("warning", f"closing connection failed: {exc}"))
+
+    # ---- the run -----------------------------------------------------------------
+    def run(self, playbook: Playbook) -> int:
+        started = time.monotonic()
+        try:
+            for play in playbook.plays:
+                if self._interrupted.is_set():
+                    break
+                self._play(play, playbook)
+        except KeyboardInterrupt:
+            self._interrupted.set()
+            self.emit(Notice("error", "interrupted: no new tasks started; running commands ended"))
+            self.close()
+        finally:
+            self.close()
+        self.emit(Recap(self.stats, time.monotonic() - started, self.options.check_mode, self.stopped_at))
+        return self.exit_code()
+
+    def exit_code(self) -> int:
+        if self._interrupted.is_set():
+            return EXIT_INTERRUPTED
+        if any(s["failed"] for s in self.stats.values()):
+            return EXIT_TASK_FAILED
+        if any(s["unreachable"] for s in self.stats.values()):
+            return EXIT_UNREACHABLE
+        return EXIT_OK
+
+    def _select(self, play: Play) -> list[str]:
+        hosts = select_hosts(self.inventory, play.hosts)
+        if self.options.limit:
+            allowed = set(select_hosts(self.inventory, self.options.limit))
+            hosts = [h for h in hosts if h in allowed]
+        return hosts
+
+    def _play_vars(self, play: Play, playbook: Playbook) -> dict[str, Any]:
+        merged = dict(play.vars)
+        for path in play.vars_files:
+            data = load_file(path)
+            if data is not None and not isinstance(data, Mapping):
+                raise ValidationError("a vars file must be a mapping", file=path, line=1)
+            merged.update(data or {})
+        merged.setdefault("playbook_dir", str(Path(playbook.path).resolve().parent))
+        return merged
+
+    def _play(self, play: Play, playbook: Playbook) -> None:
+        names = self._select(play)
+        self.emit(PlayStarted(play.name, tuple(names), self.options.check_mode))
+        if not names:
+            self.emit(Notice("warning", f"no hosts matched '{play.hosts}'" + (f" with --limit {self.options.limit}" if self.options.limit else "")))
+            return
+        play_vars = self._play_vars(play, playbook)
+        for name in names:
+            self.stats.setdefault(name, _new_stats())
+        for batch in _batches(names, play.serial):
+            hosts = [self._host_run(name, play_vars) for name in batch]
+            if not self._batch(play, hosts):
+                for host in names[names.index(batch[-1]) + 1 :]:
+                    self.stopped_at.setdefault(host, "not started: the play was stopped")
+                return
+
+    def _host_run(self, name: str, play_vars: Mapping[str, Any]) -> HostRun:
+        host = self.inventory.hosts[name]
+        magic = {
+            "inventory_hostname": name,
+            "group_names": list(host.groups),
+            "groups": {g: list(m) for g, m in self.inventory.groups.items()},
+            "ansible_check_mode": self.options.check_mode,
+            "ansible_diff_mode": self.options.diff,
+        }
+        return HostRun(
+            name=name,
+            inventory_vars={**host.vars, **magic, **play_vars},
+            conn=self.connection(name),
+            data={"facts": {"gpus": [], "gpu_count": 0, "gpu_backend": "none"}},
+        )
+
+    def _batch(self, play: Play, hosts: list[HostRun]) -> bool:
+        """Run the play on one batch. False when the play must stop (failure limits)."""
+        self._limits = _Limits(play, len(hosts))
+        if play.gather_facts:
+            self._gather(hosts)
+        ok = self._steps(play.tasks, hosts, play)
+        if ok and not self._interrupted.is_set():
+            ok = self._handlers(play, hosts)
+        for host in hosts:
+            if host.failed or host.unreachable:
+                self.stopped_at.setdefault(host.name, host.last_task)
+        return ok and not self._limits.exceeded(hosts)
+
+    def _gather(self, hosts: list[HostRun]) -> None:
+        self.emit(TaskStarted("Gathering Facts", "facts", ""))
+
+        def gather(host: HostRun) -> HostResult:
+            started = time.monotonic()
+            try:
+                host.data["facts"] = facts_mod.gather(host.conn)
+                return HostResult(host.name, "Gathering Facts", "ok", False, duration_s=time.monotonic() - started)
+            except HostUnreachable as exc:
+                return HostResult(host.name, "Gathering Facts", "unreachable", False, msg=str(exc))
+            except RiggerError as exc:
+                return HostResult(host.name, "Gathering Facts", "failed", False, msg=str(exc))
+
+        for host, result in zip(hosts, self._parallel(gather, hosts), strict=True):
+            self._record(host, result, "Gathering Facts")
+        self.emit(TaskFinished("Gathering Facts"))
+
+    def _parallel(self, fn: Callable[[HostRun], Any], hosts: list[HostRun]) -> list[Any]:
+        if len(hosts) == 1 or self.options.forks <= 1:
+            return [fn(h) for h in hosts]
+        with ThreadPoolExecutor(max_workers=min(self.options.forks, len(hosts))) as pool:
+            futures = [pool.submit(fn, h) for h in hosts]
+            try:
+                return [f.result() for f in futures]
+            except KeyboardInterrupt:
+                self._interrupted.set()
+                for f in futures:
+                    f.cancel()
+                self.close()
+                raise
+
+    def _record(self, host: HostRun, result: HostResult, task_name: str) -> None:
+        stats = self.stats[host.name]
+        self.emit(result)
+        host.last_task = task_name
+        if result.ignored:
+            stats["ignored"] += 1
+            stats["ok"] += 1
+            return
+        if result.status == "changed":
+            stats["changed"] += 1
+            stats["ok"] += 1
+        elif result.status in ("ok", "skipped", "failed", "unreachable"):
+            stats[result.status] += 1
+        if result.status == "failed":
+            host.failed = True
+        if result.status == "unreachable":
+            host.unreachable = True
+
+    # ---- steps, blocks, tasks ------------------------------------------------------
+    def _steps(self, steps: Iterable[Step], hosts: list[HostRun], play: Play, top: bool = True) -> bool:
+        """Run steps on the hosts; failure limits are judged at play level only."""
+        for step in steps:
+            if self._interrupted.is_set():
+                return False
+            if isinstance(step, Block):
+                self._block(step, hosts, play)
+            else:
+                self._task(step, [h for h in hosts if h.active], handler=False)
+            if top and self._limits.exceeded(hosts):
+                self.emit(Notice("error", self._limits.reason(hosts)))
+                return False
+        return True
+
+    def _block(self, block: Block, hosts: list[HostRun], play: Play) -> None:
+        entering = [h for h in hosts if h.active]
+        self._steps(block.block, entering, play, top=False)
+        failed = [h for h in entering if h.failed and not h.unreachable]
+        if block.rescue and failed:
+            for host in failed:
+                host.failed = False
+            self._steps(block.rescue, failed, play, top=False)
+            for host in failed:
+                if not host.failed:
+                    self.stats[host.name]["rescued"] += 1
+                    self.stats[host.name]["failed"] -= 1
+        if block.always:
+            still_failed = [h for h in entering if h.failed]
+            for host in still_failed:
+                host.failed = False
+            self._steps(block.always, [h for h in entering if not h.unreachable], play, top=False)
+            for host in still_failed:
+                host.failed = True
+
+    def _selected_by_tags(self, task: Task) -> bool:
+        tags = set(task.options.tags)
+        if self.options.skip_tags & tags:
+            return False
+        if self.options.tags:
+            return bool(tags & self.options.tags) or "always" in tags
+        return "never" not in tags
+
+    def _task(self, task: Task, hosts: list[HostRun], handler: bool) -> None:
+        if not hosts or not self._selected_by_tags(task):
+            return
+        self.emit(TaskStarted(task.display_name, task.module, str(task.location), handler))
+
+        def run_on(host: HostRun) -> Outcome:
+            scope = templating.Scope(host.inventory_vars, host.data, self.options.extra_vars)
+            runner = TaskRunner(
+                task, host.name, host.conn, scope,
+                ExecOptions(check_mode=self.options.check_mode, verbosity=self.options.verbosity),
+                lambda message: self.emit(Progress(host.name, task.display_name, message)),
+            )
+            outcome = runner.run()
+            for result in outcome.results:
+                self._record(host, result, task.display_name)
+            return outcome
+
+        for host, outcome in zip(hosts, self._parallel(run_on, hosts), strict=True):
+            self._after(task, host, outcome)
+        self.emit(TaskFinished(task.display_name))
+
+    def _after(self, task: Task, host: HostRun, outcome: Outcome) -> None:
+        if task.register:
+            host.data[task.register] = outcome.registered
+        host.data.update(outcome.set_vars)
+        if outcome.changed and task.notify:
+            host.notified.update(task.notify)
+
+    def _handlers(self, play: Play, hosts: list[HostRun]) -> bool:
+        for handler in play.handlers:
+            names = {handler.name, *handler.listen}
+            targets = [h for h in hosts if h.active and h.notified & names]
+            self._task(handler, targets, handler=True)
+        for host in hosts:
+            host.notified.clear()
+        return True
+
+
+@dataclass
+class _Limits:
+    play: Play
+    batch_size: int
+
+    def failed_count(self, hosts: list[HostRun]) -> int:
+        return sum(1 for h in hosts if h.failed or h.unreachable)
+
+    def exceeded(self, hosts: list[HostRun]) -> bool:
+        failed = self.failed_count(hosts)
+        if not failed:
+            return False
+        if self.play.any_errors_fatal:
+            return True
+        if self.play.max_fail_percentage is not None:
+            return failed * 100.0 / self.batch_size > self.play.max_fail_percentage
+        return failed == self.batch_size
+
+    def reason(self, hosts: list[HostRun]) -> str:
+        failed = self.failed_count(hosts)
+        if self.play.any_errors_fatal:
+            return "any_errors_fatal: a host failed, stopping the play"
+        if self.play.max_fail_percentage is not None:
+            pct = failed * 100.0 / self.batch_size
+            return f"max_fail_percentage {self.play.max_fail_percentage:g}% exceeded ({failed}/{self.batch_size} = {pct:.0f}%), stopping the play"
+        return "every host in the batch failed, stopping the play"
+
+
+def _batches(names: list[str], serial: tuple[int | str, ...]) -> list[list[str]]:
+    if not serial:
+        return [names]
+    sizes = [_batch_size(s, len(names)) for s in serial]
+    batches, start, index = [], 0, 0
+    while start < len(names):
+        size = sizes[min(index, len(sizes) - 1)]
+        batches.append(names[start : start + size])
+        start += size
+        index += 1
+    return batches
+
+
+def _batch_size(spec: int | str, total: int) -> int:
+    if isinstance(spec, str) and spec.endswith("%"):
+        return max(1, int(total * float(spec[:-1]) / 100))
+    return max(1, int(spec))

@@ -1,0 +1,121 @@
+"""Read a vLLM start-up log: which phase it is in, and whether a line means it will not start.
+
+Pure functions over text, so they are tested on recorded log excerpts. The phases are the
+ones an operator waits through on a big model (facts §2.4): loading weights, KV cache
+sizing, graph capture / compilation, and the API coming up.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+TAIL_LINES = 15
+MAX_LINE_CHARS = 400
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    pattern: re.Pattern[str]
+
+
+# Roughly in start-up order; see phase_of for how the current one is chosen.
+PHASES = (
+    Phase("starting engine", re.compile(r"Initializing a V1 LLM engine|Resolved architecture")),
+    Phase(
+        "loading weights",
+        re.compile(r"Starting to load model|Loading safetensors checkpoint|Loading weights took"),
+    ),
+    Phase(
+        "graph capture",
+        re.compile(
+            r"Capturing CUDA graph|Warming up model for the compilation|torch\.compile"
+            r"|Compiling a graph|Graph capturing"
+        ),
+    ),
+    Phase(
+        "KV cache",
+        re.compile(r"Available KV cache memory|(GPU|CPU) KV cache size|for KV cache on node"),
+    ),
+    Phase(
+        "API up",
+        re.compile(r"Starting vLLM (API )?server|Uvicorn running on|Application startup complete"),
+    ),
+)
+
+# A line matching one of these means the server will not come up: fail now, not at timeout.
+FATAL_PATTERNS = (
+    re.compile(r"No valid attention backend"),
+    re.compile(r"NotImplementedError"),
+    re.compile(r"CUDA out of memory|torch\.OutOfMemoryError|OutOfMemoryError"),
+    re.compile(r"Insufficient space in /dev/shm"),
+    re.compile(r"Engine core initialization failed|EngineCore failed to start"),
+    re.compile(r"\[Errno 98\] .*address already in use", re.IGNORECASE),
+)
+# The line that explains an exit: the last exception line of a traceback.
+ERROR_LINE = re.compile(r"^\s*(?:\(\S+ pid=\d+\)\s*)?(?:\w+\.)*\w*(?:Error|Exception)\b.*:")
+
+
+def _clean(line: str) -> str:
+    line = line.rstrip("\r\n")
+    return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + "..."
+
+
+def phase_of(lines: Iterable[str], current: str | None = None) -> str | None:
+    """The phase named by the latest line that names one (or ``current`` if none does).
+
+    Latest line wins, not a fixed order: a GPU build sizes the KV cache before it captures
+    CUDA graphs, the CPU build warms up (compiles) first.
+    """
+    latest = current
+    for line in lines:
+        for phase in PHASES:
+            if phase.pattern.search(line):
+                latest = phase.name
+    return latest
+
+
+def fatal_line(lines: Iterable[str]) -> str | None:
+    """The first line that means the server cannot start, or None."""
+    for line in lines:
+        if any(pattern.search(line) for pattern in FATAL_PATTERNS):
+            return _clean(line).strip()
+    return None
+
+
+def last_error_line(lines: list[str]) -> str | None:
+    """The last exception line (``ValueError: ...``): what explains a process that exited."""
+    for line in reversed(lines):
+        if ERROR_LINE.match(line):
+            return _clean(line).strip()
+    return None
+
+
+def tail(lines: list[str], count: int = TAIL_LINES) -> list[str]:
+    kept = [_clean(line) for line in lines if line.strip()]
+    return kept[-count:]
+
+
+@dataclass
+class LogFollower:
+    """Accumulates a log read in chunks; keeps the lines and the current phase."""
+
+    lines: list[str]
+    phase: str | None = None
+    _partial: str = ""
+    max_lines: int = 400
+
+    def feed(self, chunk: str) -> list[str]:
+        """Add text; returns the complete new lines (a line may arrive in two chunks)."""
+        text = self._partial + chunk.replace("\r", "\n")
+        *complete, self._partial = text.split("\n")
+        new = [line for line in complete if line.strip()]
+        self.lines.extend(new)
+        del self.lines[: max(0, len(self.lines) - self.max_lines)]
+        self.phase = phase_of(new, self.phase)
+        return new
+
+    def all_lines(self) -> list[str]:
+        return [*self.lines, self._partial] if self._partial.strip() else list(self.lines)

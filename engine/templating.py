@@ -1,0 +1,202 @@
+"""Jinja2 in a sandbox, strict about undefined names, native types for single expressions.
+
+Trust boundary: strings written by the user (playbook, inventory, ``-e``) are templates
+and are rendered lazily when referenced; data that came from a host (facts, registered
+results, ``set_fact`` values, loop items) is inert and never rendered again.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+from jinja2.sandbox import SandboxedEnvironment
+
+from engine.errors import TemplateError
+from engine.filters import FILTERS, TESTS
+
+_SINGLE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}|\{%).)*)\}\}\s*$", re.DOTALL)
+_MARKERS = ("{{", "{%", "{#")
+
+
+def is_template(value: Any) -> bool:
+    return isinstance(value, str) and any(marker in value for marker in _MARKERS)
+
+
+def contains_template(value: Any) -> bool:
+    if isinstance(value, str):
+        return is_template(value)
+    if isinstance(value, Mapping):
+        return any(contains_template(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(contains_template(v) for v in value)
+    return False
+
+
+_RESULT = "__rigger_value"
+
+
+def _configure(env: SandboxedEnvironment) -> SandboxedEnvironment:
+    env.filters.update(FILTERS)
+    env.tests.update(TESTS)
+    return env
+
+
+_TEXT = _configure(SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True))
+
+
+
+@lru_cache(maxsize=4096)
+def _compile(source: str, native: bool) -> jinja2.Template:
+    """A single ``{{ expr }}`` becomes ``{% set %}`` so the value keeps its type."""
+    code = source
+    if native:
+        match = _SINGLE_EXPRESSION.match(source)
+        assert match is not None
+        code = "{% set " + _RESULT + " = (" + match.group("expr") + ") %}"
+    try:
+        return _TEXT.from_string(code)
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateError(f"template syntax error in {source!r}: {exc.message}") from None
+
+
+def check_syntax(value: Any) -> None:
+    """Raise TemplateError for the first string in value that is not valid Jinja."""
+    if isinstance(value, str) and is_template(value):
+        _compile(value, bool(_SINGLE_EXPRESSION.match(value)))
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            check_syntax(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            check_syntax(item)
+
+
+def check_condition_syntax(expr: Any) -> None:
+    if isinstance(expr, str):
+        _compile(_as_expression(expr), True)
+
+
+def _as_expression(expr: str) -> str:
+    stripped = expr.strip()
+    if _SINGLE_EXPRESSION.match(stripped):
+        return stripped
+    return "{{ " + stripped + " }}"
+
+
+class Scope(Mapping[str, Any]):
+    """Variables for one host and one task: user layers rendered lazily, data inert.
+
+    Lookup order: ``override`` (extra vars, always win), then ``data`` (facts, registered
+    results, set_fact, loop items), then ``templated`` (inventory and play variables).
+    """
+
+    def __init__(
+        self,
+        templated: Mapping[str, Any],
+        data: Mapping[str, Any],
+        override: Mapping[str, Any] | None = None,
+    ):
+        self._templated = {**templated, **(override or {})}
+        self._override = override or {}
+        self._data = data
+        self._resolving: set[str] = set()
+        self._resolved: dict[str, Any] = {}
+
+    def child(self, data: Mapping[str, Any]) -> Scope:
+        """A scope with more inert data on top (loop items, registered results)."""
+        if not data:
+            return self
+        return Scope(self._templated, {**self._data, **data}, self._override)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._override:
+            return self._resolve(key)
+        if key in self._data:
+            return self._data[key]
+        if key in self._resolved:
+            return self._resolved[key]
+        if key in self._templated:
+            return self._resolve(key)
+        if key in _TEXT.globals:
+            return _TEXT.globals[key]
+        raise KeyError(key)
+
+    def _resolve(self, key: str) -> Any:
+        raw = self._templated[key]
+        if not contains_template(raw):
+            return raw
+        if key in self._resolving:
+            raise TemplateError(f"variable '{key}' refers to itself")
+        self._resolving.add(key)
+        try:
+            value = render(raw, self)
+        finally:
+            self._resolving.discard(key)
+        self._resolved[key] = value
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data or key in self._templated or key in _TEXT.globals
+
+    def __iter__(self) -> Iterator[str]:
+        yield from dict.fromkeys([*self._templated, *self._data])
+
+    def __len__(self) -> int:
+        return len(set(self._templated) | set(self._data))
+
+    def plain(self) -> dict[str, Any]:
+        return {key: self[key] for key in self}
+
+
+def _render_string(source: str, scope: Mapping[str, Any]) -> Any:
+    native = bool(_SINGLE_EXPRESSION.match(source))
+    template = _compile(source, native)
+    try:
+        context = template.new_context(scope, shared=True)  # type: ignore[arg-type]
+        rendered = _TEXT.concat(template.root_render_func(context))  # type: ignore[attr-defined]
+        value = context.vars[_RESULT] if native else rendered
+        if isinstance(value, jinja2.Undefined):
+            str(value)
+        return value
+    except jinja2.UndefinedError as exc:
+        raise TemplateError(f"undefined variable: {_explain_undefined(exc)} in {source!r}") from None
+    except jinja2.TemplateError as exc:
+        raise TemplateError(f"template error in {source!r}: {exc}") from None
+    except TemplateError:
+        raise
+    except Exception as exc:  # a filter raising on bad input is the user's error
+        raise TemplateError(f"template error in {source!r}: {type(exc).__name__}: {exc}") from None
+
+
+def _explain_undefined(exc: jinja2.UndefinedError) -> str:
+    text = str(exc.message or exc)
+    match = re.match(r"'(\w+)' is undefined", text)
+    return f"'{match.group(1)}'" if match else text
+
+
+def render(value: Any, scope: Mapping[str, Any]) -> Any:
+    """Render every template string inside value (dicts and lists walked)."""
+    if isinstance(value, str):
+        return _render_string(value, scope) if is_template(value) else value
+    if isinstance(value, Mapping):
+        return {key: render(item, scope) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [render(item, scope) for item in value]
+    return value
+
+
+def evaluate(expr: Any, scope: Mapping[str, Any]) -> Any:
+    """Evaluate a bare condition (``when: x > 1``) or a ``{{ }}`` expression."""
+    if isinstance(expr, bool):
+        return expr
+    return _render_string(_as_expression(str(expr)), scope)
+
+
+def all_true(conditions: tuple[Any, ...], scope: Mapping[str, Any]) -> bool:
+    from engine.filters import to_bool
+
+    return all(to_bool(evaluate(condition, scope)) for condition in conditions)

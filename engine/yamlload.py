@@ -1,0 +1,183 @@
+"""Safe YAML loading that remembers where every key came from.
+
+Bounds are checked before the composer runs: the file's size, UTF-8, the nesting depth
+(counted on the token stream, which is not recursive) and, after composing but before
+constructing, the size the document would have once aliases are expanded (alias bombs).
+Duplicate keys are errors, not silent overrides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.errors import ValidationError
+
+MAX_BYTES = 4 * 2**20
+MAX_DEPTH = 64
+MAX_EXPANDED_NODES = 200_000
+_OPENERS = (
+    yaml.BlockMappingStartToken,
+    yaml.BlockSequenceStartToken,
+    yaml.FlowMappingStartToken,
+    yaml.FlowSequenceStartToken,
+)
+_CLOSERS = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
+
+
+class LocatedDict(dict[str, Any]):
+    """A mapping from YAML that knows its file, its line and each key's line."""
+
+    file: str = ""
+    line: int = 0
+    key_lines: dict[Any, int]
+    raw_scalars: dict[Any, str]
+
+    def line_of(self, key: Any) -> int:
+        return self.key_lines.get(key, self.line) if hasattr(self, "key_lines") else self.line
+
+
+class LocatedList(list[Any]):
+    file: str = ""
+    line: int = 0
+    item_lines: list[int]
+
+    def line_of(self, index: int) -> int:
+        lines = getattr(self, "item_lines", [])
+        return lines[index] if 0 <= index < len(lines) else self.line
+
+
+class _Loader(yaml.SafeLoader):
+    source_name = ""
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LocatedDict:
+    loader.flatten_mapping(node)
+    mapping = LocatedDict()
+    mapping.file = loader.source_name
+    mapping.line = node.start_mark.line + 1
+    mapping.key_lines = {}
+    mapping.raw_scalars = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            hash(key)
+        except TypeError:
+            raise ValidationError(
+                "a mapping key must be a plain value", file=mapping.file, line=key_node.start_mark.line + 1
+            ) from None
+        if key in mapping.key_lines:
+            raise ValidationError(
+                f"duplicate key {key!r} (first defined on line {mapping.key_lines[key]})",
+                file=mapping.file,
+                line=key_node.start_mark.line + 1,
+            )
+        mapping.key_lines[key] = key_node.start_mark.line + 1
+        mapping[key] = loader.construct_object(value_node, deep=True)
+        if isinstance(value_node, yaml.ScalarNode) and value_node.style is None:
+            mapping.raw_scalars[key] = value_node.value
+    return mapping
+
+
+def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> LocatedList:
+    items = LocatedList(loader.construct_object(child, deep=True) for child in node.value)
+    items.file = loader.source_name
+    items.line = node.start_mark.line + 1
+    items.item_lines = [child.start_mark.line + 1 for child in node.value]
+    return items
+
+
+_Loader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
+_Loader.add_constructor("tag:yaml.org,2002:seq", _construct_sequence)
+
+
+def _check_depth(text: str, name: str) -> None:
+    depth = 0
+    for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        if isinstance(token, _OPENERS):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ValidationError(
+                    f"nested more than {MAX_DEPTH} levels deep", file=name, line=token.start_mark.line + 1
+                )
+        elif isinstance(token, _CLOSERS):
+            depth -= 1
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = 1  # guards against recursive aliases
+    children: Iterator[yaml.Node]
+    if isinstance(node, yaml.MappingNode):
+        children = (part for pair in node.value for part in pair)
+    elif isinstance(node, yaml.SequenceNode):
+        children = iter(node.value)
+    else:
+        children = iter(())
+    total = 1 + sum(_expanded_size(child, memo) for child in children)
+    memo[key] = total
+    return total
+
+
+def decode(data: bytes, name: str) -> str:
+    if len(data) > MAX_BYTES:
+        raise ValidationError(f"file is {len(data)} bytes; the limit is {MAX_BYTES}", file=name)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ValidationError(f"not valid UTF-8 (byte {exc.start})", file=name, line=line) from None
+
+
+def load_text(text: str, name: str) -> Any:
+    """Parse one YAML document with locations; raise ValidationError on any problem."""
+    try:
+        _check_depth(text, name)
+        loader = _Loader(text)
+        loader.source_name = name
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            if _expanded_size(node, {}) > MAX_EXPANDED_NODES:
+                raise ValidationError(
+                    f"expands to more than {MAX_EXPANDED_NODES} nodes through aliases (an alias bomb?)",
+                    file=name,
+                    line=node.start_mark.line + 1,
+                )
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        problem = " ".join(part for part in (exc.context, exc.problem) if part)
+        raise ValidationError(f"invalid YAML: {problem}", file=name, line=line) from None
+    except yaml.YAMLError as exc:
+        raise ValidationError(f"invalid YAML: {exc}", file=name) from None
+    except RecursionError:
+        raise ValidationError("nested too deeply", file=name) from None
+
+
+def load_file(path: str | Path) -> Any:
+    name = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ValidationError("file not found", file=name) from None
+    except IsADirectoryError:
+        raise ValidationError("is a directory, not a file", file=name) from None
+    except OSError as exc:
+        raise ValidationError(f"cannot read: {exc.strerror}", file=name) from None
+    return load_text(decode(data, name), name)
+
+
+def line_of(container: Any, key: Any) -> int | None:
+    if isinstance(container, (LocatedDict, LocatedList)):
+        return container.line_of(key)
+    return None

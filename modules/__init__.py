@@ -1,0 +1,1 @@
+"""Task modules: one file per module; the file name is the YAML key."""
