@@ -117,7 +117,7 @@ def _select(answer: Mapping[str, Any], wanted: Any) -> list[Mapping[str, Any]]:
     gpus = list(answer["gpus"])
     if wanted == "all":
         return gpus
-    chosen = []
+    chosen: list[Mapping[str, Any]] = []
     for key in wanted:
         found = [g for g in gpus if g["index"] == key or g["uuid"] == key]
         if not found:

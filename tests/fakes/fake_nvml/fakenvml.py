@@ -7,10 +7,12 @@ the processes it reports are real processes that really die when signalled.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,22 @@ def build(out_dir: Path) -> Path:
     if done.returncode != 0:
         raise FakeNvmlBuildError(f"building the fake NVML failed:\n{done.stderr}")
     return target
+
+
+def build_cached() -> Path:
+    """Build once per source version into the temp directory; later calls reuse it."""
+    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    final = Path(tempfile.gettempdir()) / f"rigger-fake-nvml-{digest}"
+    if (final / LIB_NAME).is_file():
+        return final / LIB_NAME
+    staging = Path(tempfile.mkdtemp(prefix="rigger-fake-nvml-build-"))
+    build(staging)
+    staging.chmod(0o755)
+    try:
+        staging.rename(final)
+    except OSError:  # another test process won the race
+        shutil.rmtree(staging, ignore_errors=True)
+    return final / LIB_NAME
 
 
 def gpu(index: int, *, name: str = BLACKWELL, total_mib: int = BLACKWELL_TOTAL_MIB,
@@ -110,7 +128,8 @@ class FakeNvml:
 
 
 def create(work_dir: Path) -> FakeNvml:
-    lib = build(work_dir / "lib")
+    """A fake whose GPUs are described in ``work_dir/fake_nvml.json`` (no GPUs yet)."""
+    lib = build_cached()
     fake = FakeNvml(lib_path=lib, config_path=work_dir / "fake_nvml.json")
     fake.write()
     return fake

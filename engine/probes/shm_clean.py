@@ -1,0 +1,57 @@
+"""Remove leaked shared-memory segments, re-checking each one just before unlinking.
+
+Args: ``path``, ``patterns``, ``min_age_s``, ``owners`` (as for the ``shm`` probe) and
+``names`` [{name, dev, ino}] chosen by the planner. The directory is inspected again
+(open fds and maps of every process); a name is unlinked only if it is still a regular
+file with the same device and inode, still unused, old enough and owned as asked. The
+unlink is relative to a descriptor of the directory, so nothing outside it is touched.
+Answer: ``removed`` [{name, bytes}], ``skipped`` [{name, reason}], ``free_mib``.
+"""
+
+MUTATES = True
+USES = ("shm",)
+
+import os
+
+
+def _safe_name(name):
+    return bool(name) and "/" not in name and name not in (".", "..") and "\0" not in name
+
+
+def main(args):
+    path = args.get("path", "/dev/shm")
+    now = call("shm", {  # noqa: F821 - injected by the probe loader
+        "path": path,
+        "patterns": args.get("patterns") or [],
+        "min_age_s": args.get("min_age_s", 0),
+        "owners": args.get("owners") or [],
+    })
+    current = {e["name"]: e for e in now["entries"]}
+    removed, skipped = [], []
+    dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for want in args.get("names", []):
+            name = want["name"]
+            entry = current.get(name)
+            if not _safe_name(name):
+                reason = "not a plain name in the directory"
+            elif entry is None:
+                reason = "gone"
+            elif (entry["dev"], entry["ino"]) != (want["dev"], want["ino"]):
+                reason = "replaced by another file since planning"
+            else:
+                reason = entry["reason"]
+            if reason:
+                skipped.append({"name": name, "reason": reason})
+                continue
+            try:
+                os.unlink(name, dir_fd=dir_fd)
+            except FileNotFoundError:
+                skipped.append({"name": name, "reason": "gone"})
+                continue
+            removed.append({"name": name, "bytes": entry["size"]})
+    finally:
+        os.close(dir_fd)
+    st = os.statvfs(path)
+    return {"removed": removed, "skipped": skipped,
+            "free_mib": st.f_bavail * st.f_frsize // 2**20}
