@@ -20,8 +20,8 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from engine import probes
 from engine.models import compat, modelinfo
+from engine.models.hostpython import HostPythonError, run_probe_with
 from engine.module_api import Change, Result, TaskContext, TaskFailed
 
 CHECK_MODE = "run"  # changes nothing; the engine runs apply() in check mode too
@@ -81,15 +81,9 @@ def _read_json(ctx: TaskContext, path: str, required: bool) -> Any:
 
 
 def _vllm_probe(ctx: TaskContext, python: str) -> dict[str, Any]:
-    result = ctx.conn.run(
-        [python, "-c", probes.program("model_vllm_info")],
-        stdin=b"{}", check=False, read_only=True,
-    )
-    if result.rc == 127:
-        return {"installed": False, "python": python, "error": f"{python} not found"}
     try:
-        return probes.parse_output("model_vllm_info", result.stdout, result.stderr)
-    except probes.ProbeError as exc:
+        return run_probe_with(ctx, python, "model_vllm_info", {}, read_only=True)
+    except HostPythonError as exc:
         return {"installed": False, "python": python, "error": str(exc)}
 
 
