@@ -196,14 +196,28 @@ def _read_spec(conn: Connection, args: Mapping[str, Any]) -> LaunchSpec:
 
 
 def _lines_diff(label: str, before: list[str], after: list[str]) -> Diff:
-    return Diff(label, "\n".join(before) + "\n" if before else "", "\n".join(after) + "\n")
+    def text(lines: list[str]) -> str:
+        return "".join(line + "\n" for line in lines)
+
+    return Diff(label, text(before), text(after))
+
+
+def argv_lines(argv: list[str]) -> list[str]:
+    """One line per flag (``--port 8000``), so a diff shows which flag changed."""
+    lines: list[str] = []
+    for item in argv:
+        if item.startswith("-") or not lines or not lines[-1].startswith("-"):
+            lines.append(item)
+        else:
+            lines[-1] += " " + item
+    return lines
 
 
 def _spec_diffs(record: Mapping[str, Any] | None, spec: LaunchSpec) -> tuple[Diff, ...]:
     old = record or {}
     old_env = {**old.get("env", {}), **{k: "<secret>" for k in old.get("secret_env_names", [])}}
     diffs = [
-        _lines_diff("vLLM argv", list(old.get("argv", [])), list(spec.argv)),
+        _lines_diff("vLLM argv", argv_lines(old.get("argv", [])), argv_lines(list(spec.argv))),
         _lines_diff(
             "vLLM env",
             [f"{k}={v}" for k, v in sorted(old_env.items())],
