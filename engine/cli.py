@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from engine import __version__, docs, registry
+from engine import __version__, docs, registry, static_check
 from engine.errors import EXIT_BAD_OPTIONS, EXIT_INTERRUPTED, EXIT_UNEXPECTED, OptionsError, RiggerError
 from engine.extravars import parse_all
 from engine.inventory import load_inventory, select_hosts
@@ -57,9 +57,11 @@ def run(playbook: str, inventories: tuple[str, ...], limit: str | None, extra: t
     """Run PLAYBOOK against the inventory's hosts (localhost when no -i)."""
     book = load_playbook(playbook)
     inventory = load_inventory(inventories)
+    extra_vars = parse_all(extra)
+    static_check.check(book, inventory, extra_vars)
     options = RunOptions(
         check_mode=check, diff=diff, limit=limit, tags=_split_tags(tags), skip_tags=_split_tags(skip_tags),
-        forks=forks, extra_vars=parse_all(extra), verbosity=verbose,
+        forks=forks, extra_vars=extra_vars, verbosity=verbose,
     )
     if limit and not select_hosts(inventory, limit):
         raise OptionsError(f"--limit {limit!r} matches no host in the inventory")
@@ -73,10 +75,12 @@ def run(playbook: str, inventories: tuple[str, ...], limit: str | None, extra: t
 @cli.command()
 @click.argument("playbook", type=click.Path(dir_okay=False))
 @click.option("-i", "--inventory", "inventories", multiple=True)
-def validate(playbook: str, inventories: tuple[str, ...]) -> None:
+@click.option("-e", "--extra-vars", "extra", multiple=True, help="Extra vars the run will get.")
+def validate(playbook: str, inventories: tuple[str, ...], extra: tuple[str, ...]) -> None:
     """Parse and check PLAYBOOK (and inventories) without connecting to any host."""
     book = load_playbook(playbook)
     inventory = load_inventory(inventories)
+    static_check.check(book, inventory, parse_all(extra))
     tasks = sum(1 for _ in _walk(book))
     click.echo(f"{playbook}: valid ({len(book.plays)} plays, {tasks} tasks, {len(inventory.hosts)} hosts in inventory)")
 

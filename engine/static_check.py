@@ -1,0 +1,133 @@
+"""Catch undefined variables before any host is touched.
+
+Every template in a play is parsed and each name it reads must be defined somewhere:
+inventory, play vars, vars_files, extra vars, facts, magic variables, a ``register``
+or ``set_fact`` anywhere in the playbook, or a loop variable. Names guarded by
+``is defined`` / ``is undefined`` / ``default(...)`` are allowed to be missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import jinja2
+from jinja2 import meta, nodes
+
+from engine import registry, templating
+from engine.errors import ValidationError
+from engine.model import Block, Inventory, Play, Playbook, Step, Task
+from engine.yamlload import load_file
+
+MAGIC = frozenset({
+    "inventory_hostname", "group_names", "groups", "ansible_check_mode", "ansible_diff_mode",
+    "playbook_dir", "facts", "hostvars", "omit",
+})
+_ENV = jinja2.Environment()
+
+
+def _tasks(steps: tuple[Step, ...]) -> Iterator[Task]:
+    for step in steps:
+        if isinstance(step, Block):
+            yield from _tasks(step.block + step.rescue + step.always)
+        else:
+            yield step
+
+
+def _all_tasks(book: Playbook) -> Iterator[Task]:
+    for play in book.plays:
+        yield from _tasks(play.tasks + play.handlers)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+
+
+def _guarded(tree: nodes.Template) -> set[str]:
+    names: set[str] = set()
+    for test in tree.find_all(nodes.Test):
+        if test.name in ("defined", "undefined") and isinstance(test.node, nodes.Name):
+            names.add(test.node.name)
+    for flt in tree.find_all(nodes.Filter):
+        if flt.name in ("default", "d") and isinstance(flt.node, nodes.Name):
+            names.add(flt.node.name)
+    return names
+
+
+def names_read(source: str, condition: bool = False) -> set[str]:
+    text = "{{ " + source + " }}" if condition and not templating.is_template(source) else source
+    if not templating.is_template(text):
+        return set()
+    try:
+        tree = _ENV.parse(text)
+    except jinja2.TemplateSyntaxError:
+        return set()  # syntax is reported by the loader
+    return set(meta.find_undeclared_variables(tree)) - _guarded(tree)
+
+
+def defined_names(book: Playbook, play: Play, inventory: Inventory, extra: Mapping[str, Any]) -> set[str]:
+    names = set(MAGIC) | set(extra) | set(play.vars) | set(templating._TEXT.globals)
+    for host in inventory.hosts.values():
+        names |= set(host.vars)
+    for path in play.vars_files:
+        data = load_file(path)
+        if isinstance(data, Mapping):
+            names |= set(data)
+    for task in _all_tasks(book):
+        if task.register:
+            names.add(task.register)
+        if task.module == "set_fact" and isinstance(task.args, Mapping):
+            names |= set(task.args)
+    return names
+
+
+def _reads(task: Task) -> Iterator[tuple[str, bool]]:
+    for text in _strings(task.args):
+        yield text, False
+    for text in _strings(dict(task.options.environment)):
+        yield text, False
+    for text in _strings(task.loop):
+        yield text, False
+    for conditions in (task.options.when, task.changed_when, task.failed_when, task.until):
+        for condition in conditions:
+            if isinstance(condition, str):
+                yield condition, True
+
+
+def check(book: Playbook, inventory: Inventory, extra: Mapping[str, Any]) -> None:
+    for play in book.plays:
+        known = defined_names(book, play, inventory, extra)
+        for name, value in play.vars.items():
+            _check_text_set(_strings(value), known, play.location.file, play.location.line, f"play variable '{name}'")
+        for task in _tasks(play.tasks + play.handlers):
+            local = known | {task.loop_var} if task.loop is not None else known
+            if task.module in ("debug",) and isinstance(task.args, Mapping) and "var" in task.args:
+                _check_names(names_read(str(task.args["var"]), True), local, task)
+            for text, condition in _reads(task):
+                _check_names(names_read(text, condition), local, task)
+
+
+def _check_text_set(texts: Iterator[str], known: set[str], file: str, line: int, what: str) -> None:
+    for text in texts:
+        missing = sorted(names_read(text) - known)
+        if missing:
+            hint = registry.suggest(missing[0], sorted(known))
+            raise ValidationError(f"{what} uses undefined variable '{missing[0]}'{hint}", file=file, line=line)
+
+
+def _check_names(read: set[str], known: set[str], task: Task) -> None:
+    missing = sorted(read - known)
+    if missing:
+        hint = registry.suggest(missing[0], sorted(known))
+        raise ValidationError(
+            f"task '{task.display_name}' uses undefined variable '{missing[0]}'{hint}",
+            file=task.location.file,
+            line=task.location.line,
+        )

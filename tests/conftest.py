@@ -1,0 +1,75 @@
+"""Shared test helpers. The CLI is exercised for real, in a subprocess, as a user runs it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class RiggerRun:
+    rc: int
+    stdout: str
+    stderr: str
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def recap(self) -> dict[str, Any]:
+        recaps = [e for e in self.events if e["event"] == "recap"]
+        assert recaps, f"no recap in output:\n{self.stdout}\n{self.stderr}"
+        hosts: dict[str, Any] = recaps[-1]["hosts"]
+        return hosts
+
+    def results(self, task: str | None = None) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["event"] == "task_result" and (task is None or e["task"] == task)]
+
+    def totals(self, key: str) -> int:
+        return sum(counts[key] for counts in self.recap.values())
+
+
+def run_rigger(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+               timeout_s: float = 300) -> RiggerRun:
+    """Run the real CLI; with --output jsonl the events are parsed."""
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args],
+        cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout_s,
+    )
+    events = []
+    if "jsonl" in args:
+        events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    return RiggerRun(proc.returncode, proc.stdout, proc.stderr, events)
+
+
+@pytest.fixture
+def rigger():
+    return run_rigger
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Path -> sha256 (or link target) of everything under root: proves 'nothing changed'."""
+    digest = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            digest[rel] = "link:" + os.readlink(path)
+        elif path.is_file():
+            digest[rel] = hashlib.sha256(path.read_bytes()).hexdigest() + f":{oct(path.stat().st_mode)}"
+        else:
+            digest[rel] = "dir"
+    return digest
+
+
+@pytest.fixture
+def digest():
+    return tree_digest

@@ -1,0 +1,90 @@
+"""Templating with the real Jinja2 sandbox; no stand-ins."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.errors import TemplateError
+from engine.templating import Scope, evaluate, render
+
+
+def scope(templated=None, data=None, override=None):
+    return Scope(templated or {}, data or {}, override)
+
+
+def test_single_expression_keeps_native_type():
+    s = scope({"n": 8, "items": [1, 2], "flag": True})
+    assert render("{{ n }}", s) == 8
+    assert render("{{ items }}", s) == [1, 2]
+    assert render("{{ flag }}", s) is True
+    assert render("{{ n * 2 }}", s) == 16
+    assert render("{{ '123' }}", s) == "123"
+
+
+def test_mixed_text_is_a_string():
+    assert render("tp={{ n }}", scope({"n": 8})) == "tp=8"
+
+
+def test_undefined_variable_is_an_error_naming_it():
+    with pytest.raises(TemplateError, match="'modle_dir'"):
+        render("{{ modle_dir }}/config.json", scope({"model_dir": "/m"}))
+
+
+def test_undefined_attribute_is_an_error():
+    with pytest.raises(TemplateError, match="gpuz"):
+        render("{{ facts.gpuz }}", scope(data={"facts": {"gpus": []}}))
+
+
+def test_user_variables_render_lazily_and_in_order():
+    s = scope({"root": "/models", "dir": "{{ root }}/kimi", "cfg": "{{ dir }}/config.json"})
+    assert render("{{ cfg }}", s) == "/models/kimi/config.json"
+
+
+def test_self_reference_is_reported():
+    with pytest.raises(TemplateError, match="refers to itself"):
+        render("{{ a }}", scope({"a": "{{ a }}"}))
+
+
+def test_host_data_is_never_rendered_again():
+    s = scope(data={"out": {"stdout": "{{ lookup('pipe', 'id') }}"}})
+    assert render("{{ out.stdout }}", s) == "{{ lookup('pipe', 'id') }}"
+    assert render("got: {{ out.stdout }}", s) == "got: {{ lookup('pipe', 'id') }}"
+
+
+def test_extra_vars_win_over_data_and_play_vars():
+    s = scope({"x": "play"}, {"x": "registered"}, {"x": "extra"})
+    assert render("{{ x }}", s) == "extra"
+
+
+def test_sandbox_blocks_attribute_escapes():
+    with pytest.raises(TemplateError):
+        render("{{ ''.__class__.__mro__[1].__subclasses__() }}", scope())
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        ("{{ missing | default('d') }}", "d"),
+        ("{{ '42' | int }}", 42),
+        ("{{ 'yes' | bool }}", True),
+        ("{{ 5 | string }}", "5"),
+        ("{{ {'a': 1} | to_json }}", '{"a": 1}'),
+        ("{{ '{\"a\": 1}' | from_json }}", {"a": 1}),
+        ("{{ {'a': 1} | to_yaml }}", "a: 1\n"),
+        ("{{ 'vllm 0.16.0' | regex_search('[0-9.]+') }}", "0.16.0"),
+        ("{{ 'a-b' | regex_replace('-', '_') }}", "a_b"),
+        ("{{ '/m/k/config.json' | basename }}", "config.json"),
+        ("{{ '/m/k/config.json' | dirname }}", "/m/k"),
+        ("{{ ['a', 'b'] | join(',') }}", "a,b"),
+        ("{{ gpus | selectattr('used', 'gt', 10) | map(attribute='i') | list }}", [1]),
+    ],
+)
+def test_filters_ansible_users_expect(expr, expected):
+    s = scope({"gpus": [{"i": 0, "used": 3}, {"i": 1, "used": 900}]})
+    assert render(expr, s) == expected
+
+
+def test_conditions_without_braces():
+    s = scope(data={"r": {"changed": True, "rc": 0}})
+    assert evaluate("r.rc == 0 and r is changed", s) is True
+    assert evaluate("r is failed", s) is False

@@ -1,0 +1,57 @@
+"""The YAML layer on its own: real PyYAML, real files; nothing is faked."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.errors import ValidationError
+from engine.yamlload import MAX_BYTES, load_file, load_text
+
+
+def test_every_key_knows_its_line():
+    data = load_text("a: 1\nb:\n  c: 2\n  d: [1, 2]\n", "f.yml")
+    assert data.line_of("b") == 2
+    assert data["b"].line_of("d") == 4
+    assert data.file == "f.yml"
+
+
+def test_duplicate_key_names_both_lines():
+    with pytest.raises(ValidationError) as err:
+        load_text("name: a\nhosts: x\nname: b\n", "f.yml")
+    assert err.value.line == 3
+    assert "duplicate key 'name'" in err.value.message and "line 1" in err.value.message
+
+
+def test_deep_nesting_is_refused_before_parsing():
+    with pytest.raises(ValidationError, match="nested more than"):
+        load_text("a: " + "[" * 5000 + "]" * 5000, "f.yml")
+
+
+def test_alias_bomb_is_refused():
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for level in range(1, 8):
+        refs = ", ".join([f"*a{level - 1}"] * 10)
+        lines.append(f"a{level}: &a{level} [{refs}]")
+    with pytest.raises(ValidationError, match="alias"):
+        load_text("\n".join(lines) + "\n", "f.yml")
+
+
+def test_not_utf8(tmp_path):
+    path = tmp_path / "p.yml"
+    path.write_bytes(b"- hosts: all\n  name: caf\xe9\n")
+    with pytest.raises(ValidationError) as err:
+        load_file(path)
+    assert err.value.line == 2 and "UTF-8" in err.value.message
+
+
+def test_oversized(tmp_path):
+    path = tmp_path / "big.yml"
+    path.write_bytes(b"#" * (MAX_BYTES + 1))
+    with pytest.raises(ValidationError, match="limit"):
+        load_file(path)
+
+
+def test_syntax_error_has_a_line():
+    with pytest.raises(ValidationError) as err:
+        load_text("a: 1\nb: [unclosed\nc: 3\n", "f.yml")
+    assert err.value.line is not None and "invalid YAML" in err.value.message
