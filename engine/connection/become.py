@@ -57,7 +57,7 @@ def strip_become_marker(outcome: ExecOutcome, markers: BecomeMarkers, host: str,
         return
     if outcome.timed_out:
         return
-    if success in bytes(data[: 4096]) or outcome.rc is None:
+    if success in bytes(data[:4096]) or outcome.rc is None:
         return
     reason = _first_line(bytes(outcome.stderr.data), markers.prompt.encode())
     raise TaskFailed(

@@ -7,6 +7,7 @@ server supports ``fsync@openssh.com``, gets its mode, and is renamed over the ta
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import posixpath
 import secrets
@@ -64,16 +65,15 @@ def _existing_mode(sftp: paramiko.SFTPClient, path: str) -> int:
 
 def _fsync(sftp: paramiko.SFTPClient, handle: paramiko.SFTPFile) -> None:
     try:
-        sftp._request(CMD_EXTENDED, "fsync@openssh.com", handle.handle)
+        # paramiko has no public call for this OpenSSH extension
+        sftp._request(CMD_EXTENDED, "fsync@openssh.com", handle.handle)  # type: ignore[attr-defined]
     except (OSError, paramiko.SSHException):
         return  # server without the extension: the rename is still atomic
 
 
 def _remove_quietly(sftp: paramiko.SFTPClient, path: str) -> None:
-    try:
+    with contextlib.suppress(OSError, paramiko.SSHException, EOFError):
         sftp.remove(path)
-    except (OSError, paramiko.SSHException, EOFError):
-        pass
 
 
 def _why(exc: OSError) -> str:

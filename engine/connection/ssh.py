@@ -16,7 +16,7 @@ import shlex
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,11 @@ from engine.errors import CommandFailed, HostUnreachable, RiggerError
 
 log = logging.getLogger("rigger.ssh")
 
-LOADER = "import sys;n=int(sys.argv[1]);exec(compile(sys.stdin.read(n),'<rigger-probe>','exec'),{'__name__':'__main__'})"
+# reads the probe program (N bytes) from stdin; the probe then reads its JSON args after it
+LOADER = (
+    "import sys;n=int(sys.argv[1]);"
+    "exec(compile(sys.stdin.buffer.read(n),'<rigger-probe>','exec'),{'__name__':'__main__'})"
+)
 TIMEOUT_GRACE_S = 1.0
 
 
@@ -85,7 +89,9 @@ class SSHConnection:
         except (paramiko.SSHException, EOFError, OSError) as exc:
             if isinstance(exc, OSError) and not self._dropped():
                 raise
-            raise self._mark_lost(f"connection lost during {what}: {exc or type(exc).__name__}") from None
+            raise self._mark_lost(
+                f"connection lost during {what}: {exc or type(exc).__name__}"
+            ) from None
 
     def _dropped(self) -> bool:
         opened = self._opened
@@ -117,7 +123,10 @@ class SSHConnection:
     ) -> CommandResult:
         started = time.monotonic()
         line = command_line(
-            argv, env=env, cwd=cwd, timeout_s=timeout_s,
+            argv,
+            env=env,
+            cwd=cwd,
+            timeout_s=timeout_s,
             become=self._markers if sudo else None,
             become_password=sudo and self.options.become_password is not None,
         )
@@ -127,26 +136,39 @@ class SSHConnection:
         result = self._result(argv, outcome, started, timeout_s, sudo)
         return raise_for_status(result) if check else result
 
-    def _exec(self, line: str, stdin: bytes | None, deadline: float | None, sudo: bool) -> ExecOutcome:
+    def _exec(
+        self, line: str, stdin: bytes | None, deadline: float | None, sudo: bool
+    ) -> ExecOutcome:
         chan = self._open_channel()
         try:
             chan.exec_command(line)
-            prefix = b""
+            seen = b""
             if sudo and self.options.become_password is not None:
-                prefix = become_handshake(
-                    chan, self._markers, self.options.become_password,
-                    time.monotonic() + self.options.connect_timeout_s, self.host_name,
+                # the handshake consumed sudo's success line; put it back for _result
+                seen = (
+                    self._markers.success.encode()
+                    + b"\n"
+                    + become_handshake(
+                        chan,
+                        self._markers,
+                        self.options.become_password,
+                        time.monotonic() + self.options.connect_timeout_s,
+                        self.host_name,
+                    )
                 )
             outcome = pump(chan, chan.get_transport(), stdin, deadline)
-            if prefix:
-                outcome.stdout.data[:0] = prefix
+            outcome.stdout.data[:0] = seen
             return outcome
         finally:
             chan.close()
 
     def _result(
-        self, argv: Sequence[str], outcome: ExecOutcome, started: float,
-        timeout_s: float | None, sudo: bool,
+        self,
+        argv: Sequence[str],
+        outcome: ExecOutcome,
+        started: float,
+        timeout_s: float | None,
+        sudo: bool,
     ) -> CommandResult:
         if outcome.lost:
             raise self._mark_lost(f"connection lost while running {shlex.join(argv)[:200]}")
@@ -154,7 +176,9 @@ class SSHConnection:
             strip_become_marker(outcome, self._markers, self.host_name, self.options.user)
         stdout, stderr = outcome.stdout.text(), outcome.stderr.text()
         elapsed = time.monotonic() - started
-        if outcome.timed_out or (timeout_s is not None and outcome.rc == 124 and elapsed >= timeout_s):
+        if outcome.timed_out or (
+            timeout_s is not None and outcome.rc == 124 and elapsed >= timeout_s
+        ):
             raise CommandFailed(
                 f"command timed out after {timeout_s:g}s: {shlex.join(argv)}",
                 {"rc": None, "stdout": stdout, "stderr": stderr},
@@ -193,7 +217,12 @@ class SSHConnection:
         if sudo:
             import base64
 
-            payload = {"op": "write", "path": path, "data": base64.b64encode(data).decode(), "mode": mode}
+            payload = {
+                "op": "write",
+                "path": path,
+                "data": base64.b64encode(data).decode(),
+                "mode": mode,
+            }
             self.run_probe("fileio", payload, sudo=True)
             return
         with self._guard(f"writing {path}"):
@@ -210,10 +239,10 @@ class SSHConnection:
         result = self.run(argv, sudo=sudo, stdin=stdin, check=False, read_only=True)
         if result.rc == 127 and not result.stdout:
             raise probes.ProbeError(
-                f"{self.host_name}: python interpreter {self.options.python!r} not found on the host "
-                "(set ansible_python_interpreter)"
+                f"{self.host_name}: python interpreter {self.options.python!r} not found "
+                "on the host (set ansible_python_interpreter)"
             )
-        return probes.parse_output(name, result.stdout, result.stderr)
+        return parse_probe_output(name, result.stdout, result.stderr)
 
     # -- long-lived helpers (run lock) -------------------------------------------------
 
@@ -227,11 +256,26 @@ class SSHConnection:
     def close(self) -> None:
         with self._lock:
             if self._sftp is not None:
-                try:
+                with suppress(paramiko.SSHException, OSError, EOFError):
                     self._sftp.close()
-                except (paramiko.SSHException, OSError, EOFError):
-                    pass
                 self._sftp = None
             if self._opened is not None:
                 self._opened.close()
                 self._opened = None
+
+
+def parse_probe_output(name: str, stdout: str, stderr: str) -> dict[str, Any]:
+    """The marked result line of a probe's stdout (lines split on newlines only: the
+    marker starts with \\x1e, which ``str.splitlines`` would treat as a line break)."""
+    for line in reversed(stdout.split("\n")):
+        if line.startswith(probes.RESULT_MARKER):
+            return _decode_probe(name, line)
+    return probes.parse_output(name, stdout, stderr)
+
+
+def _decode_probe(name: str, line: str) -> dict[str, Any]:
+    payload = json.loads(line[len(probes.RESULT_MARKER) :])
+    if "error" in payload:
+        raise probes.ProbeError(f"probe {name} failed: {payload['error']}")
+    result: dict[str, Any] = payload["ok"]
+    return result

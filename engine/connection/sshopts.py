@@ -113,7 +113,9 @@ def _option_value(words: list[str], index: int, word: str) -> str | None:
 
 def options_from_host_vars(host_name: str, host_vars: Mapping[str, Any]) -> SSHOptions:
     user = _text(host_vars.get("ansible_user") or host_vars.get("ansible_ssh_user"))
-    port = _port(str(host_vars.get("ansible_port") or host_vars.get("ansible_ssh_port") or 22), host_name)
+    port = _port(
+        str(host_vars.get("ansible_port") or host_vars.get("ansible_ssh_port") or 22), host_name
+    )
     target = Endpoint(str(host_vars.get("ansible_host") or host_name), port, user)
     jump_text = _text(host_vars.get("ssh_jump")) or jump_from_common_args(
         str(host_vars.get("ansible_ssh_common_args") or "")
@@ -121,15 +123,22 @@ def options_from_host_vars(host_name: str, host_vars: Mapping[str, Any]) -> SSHO
     if jump_text and "," in jump_text:
         raise ValidationError(f"{host_name}: chained jump hosts ({jump_text}) are not supported")
     policy = str(host_vars.get("host_key_checking", "strict"))
-    policy = {"true": "strict", "false": "off", "yes": "strict", "no": "off"}.get(policy.lower(), policy)
+    policy = {"true": "strict", "false": "off", "yes": "strict", "no": "off"}.get(
+        policy.lower(), policy
+    )
     if policy not in HOST_KEY_POLICIES:
         raise ValidationError(
-            f"{host_name}: host_key_checking must be one of {', '.join(HOST_KEY_POLICIES)}, not {policy!r}"
+            f"{host_name}: host_key_checking must be one of "
+            f"{', '.join(HOST_KEY_POLICIES)}, not {policy!r}"
         )
     inventory_known = _text(host_vars.get("known_hosts_file"))
     user_known = os.path.expanduser("~/.ssh/known_hosts")
-    files = tuple(dict.fromkeys(p for p in (user_known, inventory_known and _expand(inventory_known)) if p))
-    key_file = _text(host_vars.get("ansible_ssh_private_key_file") or host_vars.get("ansible_private_key_file"))
+    files = tuple(
+        dict.fromkeys(p for p in (user_known, inventory_known and _expand(inventory_known)) if p)
+    )
+    key_file = _text(
+        host_vars.get("ansible_ssh_private_key_file") or host_vars.get("ansible_private_key_file")
+    )
     return SSHOptions(
         host_name=host_name,
         target=target,
@@ -139,7 +148,9 @@ def options_from_host_vars(host_name: str, host_vars: Mapping[str, Any]) -> SSHO
         host_key_checking=policy,
         known_hosts_files=files,
         record_known_hosts_file=_expand(inventory_known) if inventory_known else user_known,
-        become_password=_text(host_vars.get("ansible_become_password") or host_vars.get("become_password")),
+        become_password=_text(
+            host_vars.get("ansible_become_password") or host_vars.get("become_password")
+        ),
         connect_timeout_s=_seconds(host_vars, "ssh_connect_timeout_s", DEFAULT_CONNECT_TIMEOUT_S),
         keepalive_s=_seconds(host_vars, "ssh_keepalive_s", DEFAULT_KEEPALIVE_S),
     )

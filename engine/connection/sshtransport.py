@@ -8,6 +8,7 @@ one-line message that never contains a secret.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 from collections.abc import Callable
@@ -22,12 +23,20 @@ from engine.errors import HostUnreachable
 
 DISABLED_ALGORITHMS = {
     "ciphers": [
-        "aes128-cbc", "aes192-cbc", "aes256-cbc", "3des-cbc",
-        "blowfish-cbc", "cast128-cbc", "arcfour", "arcfour128", "arcfour256",
+        "aes128-cbc",
+        "aes192-cbc",
+        "aes256-cbc",
+        "3des-cbc",
+        "blowfish-cbc",
+        "cast128-cbc",
+        "arcfour",
+        "arcfour128",
+        "arcfour256",
     ],
     "macs": ["hmac-sha1", "hmac-sha1-96", "hmac-md5", "hmac-md5-96"],
     "kex": [
-        "diffie-hellman-group1-sha1", "diffie-hellman-group14-sha1",
+        "diffie-hellman-group1-sha1",
+        "diffie-hellman-group14-sha1",
         "diffie-hellman-group-exchange-sha1",
     ],
     "keys": ["ssh-dss"],
@@ -76,7 +85,9 @@ def _tcp(options: SSHOptions, endpoint: Endpoint, role: str) -> socket.socket:
     try:
         sock = socket.create_connection((endpoint.host, endpoint.port), timeout=timeout)
     except ConnectionRefusedError:
-        raise _unreachable(options, f"{role}{endpoint.host}:{endpoint.port}: connection refused") from None
+        raise _unreachable(
+            options, f"{role}{endpoint.host}:{endpoint.port}: connection refused"
+        ) from None
     except TimeoutError:
         raise _unreachable(
             options, f"{role}{endpoint.host}:{endpoint.port}: connect timed out after {timeout:g}s"
@@ -92,7 +103,9 @@ def _tunnel(options: SSHOptions, jump: paramiko.Transport) -> paramiko.Channel:
     target = options.target
     try:
         return jump.open_channel(
-            "direct-tcpip", (target.host, target.port), ("127.0.0.1", 0),
+            "direct-tcpip",
+            (target.host, target.port),
+            ("127.0.0.1", 0),
             timeout=options.connect_timeout_s,
         )
     except (paramiko.SSHException, OSError, EOFError) as exc:
@@ -116,9 +129,18 @@ def _handshake(
             transport.start_client(timeout=options.connect_timeout_s)
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise _unreachable(options, f"{where}: SSH handshake failed: {_reason(exc)}") from None
+        if not transport.is_active() or not transport.host_key:
+            # start_client returns quietly when its timeout passes
+            raise _unreachable(
+                options,
+                f"{where}: SSH handshake failed: no answer within {options.connect_timeout_s:g}s",
+            )
         verdict = check_host_key(
-            options.host_name, endpoint, transport.get_remote_server_key(),
-            policy=options.host_key_checking, files=options.known_hosts_files,
+            options.host_name,
+            endpoint,
+            transport.get_remote_server_key(),
+            policy=options.host_key_checking,
+            files=options.known_hosts_files,
             record_file=options.record_known_hosts_file,
         )
         if verdict.warning:
@@ -140,7 +162,9 @@ def _prefer_known_key_types(
         return
     security = transport.get_security_options()
     offered = list(security.key_types)
-    security.key_types = [t for t in offered if t in recorded] + [t for t in offered if t not in recorded]
+    security.key_types = [t for t in offered if t in recorded] + [
+        t for t in offered if t not in recorded
+    ]
 
 
 def _reason(exc: BaseException) -> str:
@@ -148,7 +172,9 @@ def _reason(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
-def _authenticate(options: SSHOptions, transport: paramiko.Transport, user: str, where: str) -> None:
+def _authenticate(
+    options: SSHOptions, transport: paramiko.Transport, user: str, where: str
+) -> None:
     tried: list[str] = []
     for label, load_key in _candidate_keys(options):
         try:
@@ -165,19 +191,21 @@ def _authenticate(options: SSHOptions, transport: paramiko.Transport, user: str,
             tried.append(label)
             continue
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise _unreachable(options, f"{where}: authentication aborted: {_reason(exc)}") from None
+            raise _unreachable(
+                options, f"{where}: authentication aborted: {_reason(exc)}"
+            ) from None
         if transport.is_authenticated():
             return
+    attempts = ", ".join(tried) or "no keys: set ansible_ssh_private_key_file or start ssh-agent"
     raise HostUnreachable(
-        f"{options.host_name}: authentication failed for {user}@{where} "
-        f"(tried: {', '.join(tried) or 'no keys: set ansible_ssh_private_key_file or start ssh-agent'})"
+        f"{options.host_name}: authentication failed for {user}@{where} (tried: {attempts})"
     )
 
 
 def _candidate_keys(options: SSHOptions) -> list[tuple[str, Callable[[], paramiko.PKey]]]:
     if options.key_file:
         path = options.key_file
-        return [(f"key file {path}", lambda: paramiko.PKey.from_path(path))]
+        return [(f"key file {path}", functools.partial(paramiko.PKey.from_path, path))]
     candidates: list[tuple[str, Callable[[], paramiko.PKey]]] = []
     if os.environ.get("SSH_AUTH_SOCK"):
         try:
@@ -185,12 +213,16 @@ def _candidate_keys(options: SSHOptions) -> list[tuple[str, Callable[[], paramik
         except paramiko.SSHException:
             agent_keys = ()
         for index, agent_key in enumerate(agent_keys):
-            candidates.append((f"ssh-agent key {index + 1}", lambda k=agent_key: k))
+            candidates.append((f"ssh-agent key {index + 1}", functools.partial(_same, agent_key)))
     for raw in DEFAULT_IDENTITIES:
         path = os.path.expanduser(raw)
         if os.path.isfile(path):
-            candidates.append((path, lambda p=path: paramiko.PKey.from_path(p)))
+            candidates.append((path, functools.partial(paramiko.PKey.from_path, path)))
     return candidates
+
+
+def _same(key: paramiko.PKey) -> paramiko.PKey:
+    return key
 
 
 __all__ = ["DISABLED_ALGORITHMS", "HostKeyError", "OpenedTransport", "open_transport"]

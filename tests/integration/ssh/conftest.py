@@ -1,0 +1,41 @@
+"""Fixtures for the SSH tests: real Debian OpenSSH sshd servers on 127.0.0.x and test users.
+
+One lab per test session: three users (NOPASSWD sudo, no sudo, password sudo) sharing one
+generated client key, one sshd answering on 127.0.0.2-127.0.0.5 (four "hosts"), and a
+known_hosts file holding its host key. Tests that break a server start their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import sshlab
+from sshlab import Lab
+
+from engine.connection.ssh import SSHConnection
+
+FLEET_ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    work = tmp_path_factory.mktemp("sshlab")
+    work.chmod(0o755)
+    client_key = sshlab.prepare_users(work)
+    server = sshlab.start_sshd(work, "fleet", FLEET_ADDRESSES)
+    known_hosts = work / "known_hosts"
+    known_hosts.write_text(server.known_hosts_lines())
+    try:
+        yield Lab(work, client_key, server, known_hosts)
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def conn(lab: Lab) -> Iterator[SSHConnection]:
+    connection = lab.connect()
+    try:
+        yield connection
+    finally:
+        connection.close()

@@ -1,0 +1,90 @@
+"""Unreachable hosts: refused, silent, wrong key, sshd killed mid-command.
+
+Real: sshd processes (killed with SIGKILL for the mid-run case), TCP sockets on
+127.0.0.x, paramiko. The "silent host" is a real listening socket that never speaks SSH.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import sshlab
+from sshlab import Lab
+
+from engine.connection.ssh import SSHConnection
+from engine.errors import HostUnreachable
+
+pytestmark = pytest.mark.slow
+
+
+def test_auth_failure_is_unreachable_and_names_user(lab: Lab, tmp_path: Path) -> None:
+    stranger = sshlab.keygen(tmp_path / "stranger")
+    connection = lab.connect(ansible_ssh_private_key_file=str(stranger))
+    with pytest.raises(HostUnreachable) as caught:
+        connection.run(["true"])
+    message = str(caught.value)
+    assert "authentication failed for rigger-ssh@" in message
+    assert str(stranger) in message
+    assert "\n" not in message
+
+
+def test_unreadable_key_file_is_named(lab: Lab, tmp_path: Path) -> None:
+    connection = lab.connect(ansible_ssh_private_key_file=str(tmp_path / "missing_key"))
+    with pytest.raises(HostUnreachable, match="missing_key"):
+        connection.run(["true"])
+
+
+def test_connection_refused_fails_fast(lab: Lab) -> None:
+    port = sshlab.free_port(["127.0.0.8"])
+    connection = lab.connect(ansible_host="127.0.0.8", ansible_port=port)
+    started = time.monotonic()
+    with pytest.raises(HostUnreachable, match=f"gpu1: 127.0.0.8:{port}: connection refused"):
+        connection.run(["true"])
+    assert time.monotonic() - started < 2
+
+
+def test_host_that_never_answers_times_out_within_the_connect_timeout(lab: Lab) -> None:
+    silent = socket.create_server(("127.0.0.8", 0))
+    accepted: list[socket.socket] = []
+    threading.Thread(target=lambda: accepted.append(silent.accept()[0]), daemon=True).start()
+    connection = lab.connect(
+        ansible_host="127.0.0.8", ansible_port=silent.getsockname()[1], ssh_connect_timeout_s=1
+    )
+    started = time.monotonic()
+    try:
+        with pytest.raises(HostUnreachable, match=r"gpu1: .*handshake failed"):
+            connection.run(["true"])
+        assert time.monotonic() - started < 4
+    finally:
+        silent.close()
+        for sock in accepted:
+            sock.close()
+
+
+def test_sshd_killed_mid_command_is_unreachable_then_fails_fast(lab: Lab, tmp_path: Path) -> None:
+    doomed = sshlab.start_sshd(tmp_path, "doomed", ["127.0.0.10"])
+    known = tmp_path / "known_hosts"
+    known.write_text(doomed.known_hosts_lines())
+    connection = SSHConnection.from_host_vars(
+        "doomed1", sshlab.host_vars(doomed, lab.client_key, known)
+    )
+    try:
+        assert connection.run(["echo", "up"]).stdout == "up\n"
+        threading.Timer(0.5, doomed.kill_all).start()
+        started = time.monotonic()
+        with pytest.raises(HostUnreachable, match="doomed1: connection lost"):
+            connection.run(["sleep", "30"], timeout_s=60)
+        assert time.monotonic() - started < 10
+        started = time.monotonic()
+        with pytest.raises(HostUnreachable, match="doomed1"):
+            connection.run(["true"])
+        with pytest.raises(HostUnreachable, match="doomed1"):
+            connection.read_file("/etc/hostname")
+        assert time.monotonic() - started < 1
+    finally:
+        connection.close()
+        doomed.stop()
