@@ -106,8 +106,7 @@ def _compile(patterns: Iterable[str], arg: str) -> tuple[re.Pattern[str], ...]:
 
 
 def _matches(patterns: Sequence[re.Pattern[str]], proc: Mapping[str, Any]) -> bool:
-    text = f"{proc['name']}\n{proc['cmdline']}"
-    return any(p.search(text) for p in patterns)
+    return any(p.search(proc["name"]) or p.search(proc["cmdline"]) for p in patterns)
 
 
 # ---- reading the host --------------------------------------------------------------

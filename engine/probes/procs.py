@@ -114,8 +114,7 @@ def _wanted(proc, sid, patterns):
     if sid is not None and proc["sid"] != sid:
         return False
     if patterns:
-        text = proc["name"] + "\n" + proc["cmdline"]
-        return any(pattern.search(text) for pattern in patterns)
+        return any(p.search(proc["name"]) or p.search(proc["cmdline"]) for p in patterns)
     return True
 
 

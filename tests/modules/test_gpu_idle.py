@@ -1,0 +1,382 @@
+"""ensure_gpus_idle against real processes and a fake GPU driver.
+
+Real: the module, the probes (/proc, signals), LocalConnection, nvidia-ml-py (pynvml),
+the processes that hold "GPU memory" (they are really signalled and really die).
+Not real: the GPUs. tests/fakes/fake_nvml builds a libnvidia-ml.so.1 that pynvml loads;
+it lists a registered pid as a compute process only while that pid is alive.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.connection.base import ScopedConnection
+from engine.connection.local import LocalConnection
+from engine.errors import WriteRefused
+from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
+from modules import ensure_gpus_idle as mod
+
+REPO = Path(__file__).resolve().parents[2]
+FAKE_DIR = REPO / "tests" / "fakes" / "fake_nvml"
+
+
+def _load_fakenvml() -> Any:
+    spec = importlib.util.spec_from_file_location("fakenvml", FAKE_DIR / "fakenvml.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fakenvml"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+fakenvml = _load_fakenvml()
+DEFAULTS = {"gpus": "all", "max_used_mib": 512, "term_timeout_s": 2, "timeout_s": 10,
+            "kill_patterns": [], "protect_patterns": [], "only_patterns": [],
+            "vllm_tree": True}
+
+
+@pytest.fixture(scope="module")
+def fake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    fake = fakenvml.create(tmp_path_factory.mktemp("nvml"))
+    fake.load_in_this_process()
+    yield fake
+    os.environ.pop("FAKE_NVML_CONFIG", None)
+
+
+class Spawner:
+    """Starts real processes for a test and reaps whatever is left at the end."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.orphans: list[tuple[int, int]] = []
+
+    def adopt(self, pid: int) -> int:
+        """Remember a grandchild (pid, start time) so cleanup can kill it if it is left."""
+        self.orphans.append((pid, start_time(pid)))
+        return pid
+
+    def __call__(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, **kwargs)
+        self.procs.append(proc)
+        return proc
+
+    def python(self, code: str, **kwargs: Any) -> subprocess.Popen[bytes]:
+        return self([sys.executable, "-c", textwrap.dedent(code)], **kwargs)
+
+    def cleanup(self) -> None:
+        for pid, started in self.orphans:
+            if alive(pid) and start_time(pid) == started:
+                os.kill(pid, signal.SIGKILL)
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def spawn() -> Iterator[Spawner]:
+    spawner = Spawner()
+    yield spawner
+    spawner.cleanup()
+
+
+def ctx() -> TaskContext:
+    return TaskContext(host_name="localhost", conn=ScopedConnection(LocalConnection()),
+                       facts={}, vars={})
+
+
+def planning() -> TaskContext:
+    return TaskContext(host_name="localhost",
+                       conn=ScopedConnection(LocalConnection()).planning(), facts={}, vars={})
+
+
+def start_time(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+        return int(handle.read().rsplit(")", 1)[1].split()[19])
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_started(*procs: subprocess.Popen[bytes]) -> None:
+    """Let exec() finish so /proc shows the final command line."""
+    time.sleep(0.3)
+    for proc in procs:
+        assert proc.poll() is None, f"helper process {proc.args!r} exited early"
+
+
+def converge(args: dict[str, Any]) -> tuple[Change, Result]:
+    change = mod.plan(planning(), args)
+    assert isinstance(change, Change), change
+    result = mod.apply(ctx(), args, change)
+    again = mod.plan(planning(), args)
+    assert isinstance(again, Unchanged), f"not idempotent: {again}"
+    return change, result
+
+
+def test_idle_gpus_are_ok_with_an_explained_message(fake: Any) -> None:
+    fake.eight_gpus()
+    outcome = mod.plan(planning(), DEFAULTS)
+    assert isinstance(outcome, Unchanged)
+    assert outcome.msg == "8 GPUs idle: 0 processes, max 3 MiB used"
+    assert outcome.data["killed_pids"] == []
+
+
+def test_no_driver_means_no_gpus_not_an_error(fake: Any) -> None:
+    os.environ.pop("FAKE_NVML_CONFIG")
+    try:
+        outcome = mod.plan(planning(), DEFAULTS)
+        assert isinstance(outcome, Unchanged)
+        assert outcome.msg.startswith("no GPUs on this host (backend none")
+        with pytest.raises(TaskFailed, match="no NVIDIA GPUs readable"):
+            mod.plan(planning(), {**DEFAULTS, "gpus": [0]})
+    finally:
+        os.environ["FAKE_NVML_CONFIG"] = str(fake.config_path)
+
+
+def test_check_mode_lists_the_holder_and_touches_nothing(fake: Any, spawn: Spawner) -> None:
+    holder = spawn(["sleep", "300"])
+    wait_started(holder)
+    fake.eight_gpus([fakenvml.holder(holder.pid, 2, 5000)])
+    change = mod.plan(planning(), DEFAULTS)
+    assert isinstance(change, Change)
+    assert [t["pid"] for t in change.payload["targets"]] == [holder.pid]
+    assert f"pid {holder.pid} user root command 'sleep 300', holds 5000 MiB" in change.summary
+    with pytest.raises(WriteRefused):
+        planning().conn.run_probe("signal_procs", {"targets": change.payload["targets"]})
+    assert alive(holder.pid)
+
+
+def test_terminates_the_holder_and_waits_for_memory_release(fake: Any, spawn: Spawner) -> None:
+    holder = spawn(["sleep", "300"])
+    wait_started(holder)
+    fake.eight_gpus([fakenvml.holder(holder.pid, 2, 5000)], release_delay_s=1.0)
+    _, result = converge(DEFAULTS)
+    assert not alive(holder.pid)
+    assert result.changed
+    assert result.data["killed_pids"] == [holder.pid]
+    assert result.data["mib_freed"] == 5000
+    assert result.data["seconds_waited"] >= 0.9  # the fake kept the memory for 1 s
+    assert "8 GPUs idle: 0 processes, max 3 MiB used" in result.msg
+
+
+def test_sigkill_after_term_timeout(fake: Any, spawn: Spawner) -> None:
+    stubborn = spawn.python("""
+        import signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(300)
+    """)
+    wait_started(stubborn)
+    fake.eight_gpus([fakenvml.holder(stubborn.pid, 0, 1200)])
+    _, result = converge({**DEFAULTS, "term_timeout_s": 0.5})
+    assert result.data["sigkilled_pids"] == [stubborn.pid]
+    assert stubborn.wait(5) == -signal.SIGKILL
+
+
+def test_orphaned_vllm_session_goes_whole(fake: Any, spawn: Spawner) -> None:
+    """The API server is SIGKILLed; EngineCore/Worker live on in its session."""
+    launcher = spawn(["bash", "-c", textwrap.dedent("""
+        (exec -a VLLM::EngineCore sleep 300) &
+        (exec -a VLLM::Worker_TP0 sleep 300) &
+        (exec -a bystander-in-session sleep 300) &
+        echo $! > /dev/null
+        exec -a 'python -m vllm.entrypoints.openai.api_server' sleep 300
+    """)], start_new_session=True)
+    wait_started(launcher)
+    members = session_members(launcher.pid)
+    engine = spawn.adopt(members["VLLM::EngineCore"])
+    worker = spawn.adopt(members["VLLM::Worker_TP0"])
+    bystander = spawn.adopt(members["bystander-in-session"])
+    os.kill(launcher.pid, signal.SIGKILL)  # the incident: API server killed, children orphaned
+    launcher.wait()
+    fake.eight_gpus([fakenvml.holder(worker, i, 89000) for i in range(8)])
+    change, result = converge(DEFAULTS)
+    assert sorted(t["pid"] for t in change.payload["targets"]) == sorted([engine, worker])
+    assert not alive(engine) and not alive(worker)
+    assert alive(bystander), "a process of the session that is not vLLM must be spared"
+    assert result.data["mib_freed"] == 8 * 89000
+
+
+def session_members(sid: int) -> dict[str, int]:
+    table = LocalConnection().run_probe("procs", {"sid": sid})
+    return {p["cmdline"].split()[0]: p["pid"] for p in table["processes"]}
+
+
+def test_kill_patterns_catch_a_process_that_holds_no_memory_yet(fake: Any,
+                                                                spawn: Spawner) -> None:
+    starting = spawn(["bash", "-c", "exec -a 'vllm serve /models/kimi' sleep 300"])
+    unrelated = spawn(["sleep", "301"])
+    wait_started(starting, unrelated)
+    fake.eight_gpus()
+    _, result = converge({**DEFAULTS, "kill_patterns": [r"^vllm serve "]})
+    assert result.data["killed_pids"] == [starting.pid]
+    assert alive(unrelated.pid)
+
+
+def test_only_selected_gpus_are_touched(fake: Any, spawn: Spawner) -> None:
+    on_zero, on_one = spawn(["sleep", "300"]), spawn(["sleep", "301"])
+    wait_started(on_zero, on_one)
+    fake.eight_gpus([fakenvml.holder(on_zero.pid, 0, 100 * 1024),
+                     fakenvml.holder(on_one.pid, 1, 100)])
+    by_uuid = fakenvml.gpu(0)["uuid"]
+    _, result = converge({**DEFAULTS, "gpus": [by_uuid]})
+    assert result.data["killed_pids"] == [on_zero.pid]
+    assert alive(on_one.pid)
+    with pytest.raises(TaskFailed, match="no GPU 9 on this host"):
+        mod.plan(planning(), {**DEFAULTS, "gpus": [9]})
+
+
+# ---- refusals -------------------------------------------------------------------------
+
+
+def test_refuses_to_signal_itself_or_pid_1(fake: Any) -> None:
+    fake.eight_gpus([fakenvml.holder(os.getpid(), 0, 700), fakenvml.holder(1, 1, 700)])
+    with pytest.raises(TaskFailed) as failure:
+        mod.plan(planning(), DEFAULTS)
+    text = str(failure.value)
+    assert f"GPU 0 ({fakenvml.gpu(0)['uuid']}): pid {os.getpid()} user root" in text
+    assert "700 MiB: never signals rigger itself" in text
+    assert "GPU 1" in text and "pid 1 " in text and "never signals PID 1" in text
+
+
+def test_refuses_a_protected_holder(fake: Any, spawn: Spawner) -> None:
+    precious = spawn(["bash", "-c", "exec -a 'trainer --job 7' sleep 300"])
+    wait_started(precious)
+    fake.eight_gpus([fakenvml.holder(precious.pid, 3, 4096)])
+    with pytest.raises(TaskFailed, match=rf"GPU 3 .*pid {precious.pid} .*'trainer --job 7 300'"
+                                         r", 4096 MiB: matches protect_patterns"):
+        mod.plan(planning(), {**DEFAULTS, "protect_patterns": ["^trainer"]})
+    assert alive(precious.pid)
+
+
+def test_only_patterns_refuse_a_holder_that_does_not_match(fake: Any, spawn: Spawner) -> None:
+    other = spawn(["sleep", "300"])
+    wait_started(other)
+    fake.eight_gpus([fakenvml.holder(other.pid, 5, 900)])
+    with pytest.raises(TaskFailed, match=rf"pid {other.pid} .*does not match only_patterns"):
+        mod.plan(planning(), {**DEFAULTS, "only_patterns": ["VLLM::"]})
+    assert alive(other.pid)
+
+
+def test_pid_reuse_between_plan_and_apply_is_never_signalled(fake: Any,
+                                                            spawn: Spawner) -> None:
+    first = spawn(["sleep", "300"])
+    wait_started(first)
+    fake.eight_gpus([fakenvml.holder(first.pid, 0, 2048)])
+    change = mod.plan(planning(), DEFAULTS)
+    assert isinstance(change, Change)
+    first.kill()
+    first.wait()
+    second = reuse_pid(first.pid, spawn)
+    with pytest.raises(TaskFailed) as failure:
+        mod.apply(ctx(), {**DEFAULTS, "timeout_s": 0.5}, change)
+    assert alive(second.pid), "the new process that got the old pid was signalled"
+    assert f"pid {first.pid} not signalled: pid reused" in str(failure.value)
+
+
+def reuse_pid(pid: int, spawn: Spawner) -> subprocess.Popen[bytes]:
+    """Start a process that gets ``pid`` (ns_last_pid needs root, as CI runs)."""
+    for _ in range(50):
+        try:
+            Path("/proc/sys/kernel/ns_last_pid").write_text(str(pid - 1))
+        except OSError as exc:
+            pytest.fail(f"cannot steer pid allocation to reproduce PID reuse: {exc}")
+        proc = spawn(["sleep", "302"])
+        if proc.pid == pid:
+            wait_started(proc)
+            return proc
+        proc.kill()
+    pytest.fail(f"could not get pid {pid} again")
+
+
+def test_zombie_holder_fails_with_its_parent_named(fake: Any, spawn: Spawner) -> None:
+    zombie = spawn(["true"])
+    deadline = time.monotonic() + 5
+    while alive(zombie.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    fake.eight_gpus([fakenvml.holder(zombie.pid, 4, 3000, report_zombie=True)])
+    with pytest.raises(TaskFailed, match=rf"GPU 4 .*pid {zombie.pid} .*3000 MiB: zombie "
+                                         rf"\(defunct\): its parent {os.getpid()}"):
+        mod.plan(planning(), DEFAULTS)
+
+
+def test_memory_with_no_visible_process_fails(fake: Any) -> None:
+    gpus = [fakenvml.gpu(i) for i in range(8)]
+    gpus[6] = fakenvml.gpu(6, idle_used_mib=4100)
+    fake.write(gpus)
+    with pytest.raises(TaskFailed, match=r"GPU 6 \(GPU-[^)]+\): 4100 MiB used .*no process "
+                                         r"visible"):
+        mod.plan(planning(), DEFAULTS)
+
+
+def test_timeout_when_memory_is_not_released(fake: Any, spawn: Spawner) -> None:
+    holder = spawn(["sleep", "300"])
+    wait_started(holder)
+    fake.eight_gpus([fakenvml.holder(holder.pid, 7, 6000)], release_delay_s=30)
+    change = mod.plan(planning(), DEFAULTS)
+    assert isinstance(change, Change)
+    with pytest.raises(TaskFailed, match=r"(?s)GPUs not idle after .*GPU 7 .*6003 MiB used") as err:
+        mod.apply(ctx(), {**DEFAULTS, "timeout_s": 1}, change)
+    assert err.value.data["killed_pids"] == [holder.pid]
+    assert err.value.data["seconds_waited"] >= 1
+
+
+def test_other_users_holder_is_refused_when_not_root(fake: Any, spawn: Spawner) -> None:
+    """rigger runs as `nobody` (real setpriv, system python); the holder is root's."""
+    if shutil.which("setpriv") is None or not Path("/usr/bin/python3").exists():
+        pytest.fail("needs setpriv (util-linux) and /usr/bin/python3 to run as another user")
+    holder = spawn(["sleep", "300"])
+    wait_started(holder)
+    shared = Path(tempfile.mkdtemp(prefix="rigger-other-user-"))
+    shared.chmod(0o755)
+    try:
+        import pynvml
+
+        shutil.copy(pynvml.__file__, shared / "pynvml.py")  # the real binding, readable
+        config = shared / "nvml.json"
+        as_nobody = fakenvml.FakeNvml(lib_path=fake.lib_path, config_path=config)
+        as_nobody.eight_gpus([fakenvml.holder(holder.pid, 1, 8192)])
+        config.chmod(0o644)
+        script = textwrap.dedent(f"""
+            import sys
+            sys.path[:0] = [{str(REPO)!r}, {str(shared)!r}]
+            from engine.connection.base import ScopedConnection
+            from engine.connection.local import LocalConnection
+            from engine.module_api import TaskContext, TaskFailed
+            from modules import ensure_gpus_idle as mod
+            conn = ScopedConnection(LocalConnection()).planning()
+            try:
+                mod.plan(TaskContext("localhost", conn, {{}}, {{}}), {DEFAULTS!r})
+            except TaskFailed as exc:
+                print(exc)
+        """)
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+             "/usr/bin/python3", "-c", script],
+            capture_output=True, text=True, timeout=60, check=False, cwd="/",
+            env={"PATH": "/usr/bin:/bin", **as_nobody.env()},
+        )
+    finally:
+        shutil.rmtree(shared)
+    assert done.returncode == 0, done.stderr
+    assert (f"pid {holder.pid} user root command 'sleep 300', 8192 MiB: owned by root, and "
+            "rigger runs as uid 65534 (not root)") in done.stdout
+    assert alive(holder.pid)
