@@ -41,11 +41,13 @@ def _refusal(path: str, home: str) -> str | None:
 
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     path = args["path"]
-    probe = ctx.conn.run_probe("path_info", {"paths": [path], "recursive": True})
+    probe = ctx.conn.run_probe("path_info", {"paths": [path]})
     refusal = _refusal(path, probe["home"])
     if refusal:
         raise TaskFailed(refusal)
     info = probe["paths"][path]
+    if info.get("type") == "dir":
+        info = ctx.conn.run_probe("path_info", {"paths": [path], "recursive": True})["paths"][path]
     if info.get("exists") is None:
         raise TaskFailed(f"cannot inspect {path}: {info.get('error')}")
     if not info["exists"]:

@@ -1,0 +1,37 @@
+"""The real CLI's informational commands."""
+
+from __future__ import annotations
+
+import json
+
+
+def test_modules_lists_every_module_with_a_summary(rigger):
+    run = rigger("modules")
+    assert run.rc == 0
+    for name in ("command", "write_file", "ensure_absent", "assert", "set_fact", "debug"):
+        assert any(line.startswith(name + " ") for line in run.stdout.splitlines()), name
+
+
+def test_doc_is_generated_from_the_schema(rigger):
+    run = rigger("doc", "write_file")
+    assert run.rc == 0
+    assert "mode (type: string" in run.stdout and "default: true" in run.stdout
+    assert "did you mean 'write_file'" in rigger("doc", "write_fiel").stderr
+    assert rigger("doc", "write_fiel").rc == 5
+
+
+def test_facts_prints_json(rigger):
+    run = rigger("facts")
+    facts = json.loads(run.stdout)["localhost"]
+    assert facts["cpu_count"] >= 1 and facts["mem_total_mib"] > 0
+    assert isinstance(facts["gpus"], list) and facts["gpu_backend"] in ("nvml", "nvidia-smi", "none")
+    assert facts["shm"]["path"] == "/dev/shm"
+
+
+def test_validate_connects_to_nothing(rigger, tmp_path):
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  hosts:\n    gpu01: {ansible_host: 192.0.2.1}\n")
+    book = tmp_path / "p.yml"
+    book.write_text("- hosts: all\n  tasks:\n    - command: echo {{ inventory_hostname }}\n")
+    run = rigger("validate", str(book), "-i", str(inv), timeout_s=20)
+    assert run.rc == 0 and "valid" in run.stdout
