@@ -107,15 +107,16 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         extra = f" ({len(kept)} left: {'; '.join(kept)})" if kept else ""
         return Unchanged(f"no leaked segments in {path}{extra}; {seen['free_mib']} MiB free",
                          {"removed": [], "bytes_freed": 0, "kept": kept,
-                          "free_mib": seen["free_mib"]})
+                          "free_mib": seen["free_mib"],
+                          "uninspected_pids": [u["pid"] for u in seen["unreadable_pids"]]})
     total = sum(e["size"] for e in leaked)
     names = [e["name"] for e in leaked]
     return Change(
         summary=f"remove {len(leaked)} leaked segments from {path} ({total} bytes): "
                 + ", ".join(names),
         diffs=(Diff(f"{path} leaked segments", "\n".join(names) + "\n", ""),),
-        payload={"names": [{"name": e["name"], "dev": e["dev"], "ino": e["ino"]}
-                           for e in leaked],
+        payload={"names": [{"name": e["name"], "dev": e["dev"], "ino": e["ino"],
+                            "ctime_ns": e["ctime_ns"]} for e in leaked],
                  "kept": kept},
     )
 

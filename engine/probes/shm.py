@@ -6,7 +6,8 @@ looked at without following symlinks. An entry is "in use" when any live process
 open (/proc/PID/fd) or mapped (/proc/PID/maps), compared by device and inode, not name.
 Answer: ``entries`` [{name, type, size, uid, user, age_s, dev, ino, in_use_by, candidate,
 reason}], ``free_mib``, ``total_mib``, ``unreadable_pids`` (processes whose fds/maps could
-not be read; while any exist nothing is proven unused).
+not be read: as root they are reported only; otherwise a segment one of them could
+have opened is not proven unused).
 """
 
 import fnmatch
@@ -51,6 +52,32 @@ def _fd_keys(pid):
     return keys
 
 
+def _proc_uid(pid):
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def _could_open(uid, entry):
+    """Could a process of this uid have opened the segment (so mapped it)?"""
+    mode = entry["mode"]
+    return uid == 0 or uid == entry["uid"] or bool(mode & 0o066)
+
+
+def blockers(entry, unreadable):
+    """Uninspectable processes that might use the entry.
+
+    As root every ordinary process is readable; one that is not is hidden by the kernel
+    from this container (a sandbox supervisor, another user namespace) and cannot be
+    using a file in our /dev/shm through our mount, so it is reported, not counted.
+    Not as root, another user's process counts when it could have opened the file.
+    """
+    if os.geteuid() == 0:
+        return []
+    return [u["pid"] for u in unreadable if _could_open(u["uid"], entry)]
+
+
 def users_of(wanted):
     """{(dev, ino): [pids]} for the wanted keys, plus pids that could not be inspected."""
     found = {key: [] for key in wanted}
@@ -64,8 +91,9 @@ def users_of(wanted):
         except FileNotFoundError:
             continue  # exited while we looked
         except PermissionError:
-            if os.path.exists(f"/proc/{pid}"):
-                unreadable.append(pid)
+            uid = _proc_uid(pid)
+            if uid is not None:
+                unreadable.append({"pid": pid, "uid": uid})
             continue
         except OSError:
             continue
@@ -94,8 +122,10 @@ def _classify(entry, patterns, min_age_s, owners, unreadable):
         return f"not a regular file ({entry['type']})"
     if entry["in_use_by"]:
         return "in use by pid " + ", ".join(str(p) for p in entry["in_use_by"])
-    if unreadable:
-        return f"cannot prove it unused: {len(unreadable)} processes unreadable (not root?)"
+    blocking = blockers(entry, unreadable)
+    if blocking:
+        return (f"cannot prove it unused: {len(blocking)} processes of other users could "
+                "use it and cannot be inspected (run with become)")
     if entry["age_s"] < min_age_s:
         return f"too young ({entry['age_s']:.0f}s < min_age_s {min_age_s:g})"
     if not _owner_ok(entry, owners):
@@ -115,10 +145,12 @@ def _entries(path):
             "size": st.st_blocks * 512 if stat.S_ISREG(st.st_mode) else 0,
             "apparent_size": st.st_size,
             "uid": st.st_uid,
+            "mode": stat.S_IMODE(st.st_mode),
             "user": _user(st.st_uid, users),
             "age_s": max(0.0, now - st.st_mtime),
             "dev": st.st_dev,
             "ino": st.st_ino,
+            "ctime_ns": st.st_ctime_ns,
         })
     return out
 

@@ -1,11 +1,12 @@
 """Remove leaked shared-memory segments, re-checking each one just before unlinking.
 
 Args: ``path``, ``patterns``, ``min_age_s``, ``owners`` (as for the ``shm`` probe) and
-``names`` [{name, dev, ino}] chosen by the planner. The directory is inspected again
-(open fds and maps of every process); a name is unlinked only if it is still a regular
-file with the same device and inode, still unused, old enough and owned as asked. The
-unlink is relative to a descriptor of the directory, so nothing outside it is touched.
-Answer: ``removed`` [{name, bytes}], ``skipped`` [{name, reason}], ``free_mib``.
+``names`` [{name, dev, ino, ctime_ns}] chosen by the planner. The directory is inspected
+again (open fds and maps of every process); a name is unlinked only if it is still a
+regular file with the same device, inode and change time, still unused, old enough and
+owned as asked. The unlink is relative to a descriptor of the directory, so nothing
+outside it is touched. Answer: ``removed`` [{name, bytes}], ``skipped`` [{name,
+reason}], ``free_mib``.
 """
 
 MUTATES = True
@@ -16,6 +17,11 @@ import os
 
 def _safe_name(name):
     return bool(name) and "/" not in name and name not in (".", "..") and "\0" not in name
+
+
+def _identity(entry):
+    """Device, inode and change time: an inode number alone is reused at once on tmpfs."""
+    return (entry["dev"], entry["ino"], entry.get("ctime_ns"))
 
 
 def main(args):
@@ -37,7 +43,7 @@ def main(args):
                 reason = "not a plain name in the directory"
             elif entry is None:
                 reason = "gone"
-            elif (entry["dev"], entry["ino"]) != (want["dev"], want["ino"]):
+            elif _identity(entry) != _identity(want):
                 reason = "replaced by another file since planning"
             else:
                 reason = entry["reason"]

@@ -1,0 +1,210 @@
+"""ensure_shm_clean on real files in a temp directory and on the real /dev/shm.
+
+Real: the module, the shm/shm_clean probes, LocalConnection, real processes holding
+segments open or mapped (read through /proc/*/fd and /proc/*/maps), CPython's own
+SharedMemory segments in /dev/shm. Nothing is faked.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.connection.base import ScopedConnection
+from engine.connection.local import LocalConnection
+from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
+from modules import ensure_shm_clean as mod
+
+OLD = time.time() - 3600
+
+
+def ctx(planning: bool = False) -> TaskContext:
+    conn = ScopedConnection(LocalConnection())
+    return TaskContext(host_name="localhost", conn=conn.planning() if planning else conn,
+                       facts={}, vars={})
+
+
+def args_for(path: Path, **extra: Any) -> dict[str, Any]:
+    return {"path": str(path), "patterns": mod.DEFAULT_PATTERNS, "min_age_s": 60,
+            "owners": [], "min_free_mib": 0, **extra}
+
+
+def segment(directory: Path, name: str, size: int = 8192, *, old: bool = True) -> Path:
+    path = directory / name
+    path.write_bytes(b"\x01" * size)
+    if old:
+        os.utime(path, (OLD, OLD))
+    return path
+
+
+HOLD = """
+import ctypes, mmap, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+if sys.argv[2] == "map-only":  # libc mmap: Python's mmap object would keep a dup'ed fd
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    address = libc.mmap(None, os.fstat(fd).st_size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    assert address not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+    os.close(fd)
+    assert not any(os.path.realpath("/proc/self/fd/" + n) == sys.argv[1]
+                   for n in os.listdir("/proc/self/fd")), "fd still open"
+elif sys.argv[2] == "both":
+    mapping = mmap.mmap(fd, 0)
+print("ready", flush=True)
+time.sleep(300)
+"""
+
+
+@pytest.fixture
+def holders() -> Iterator[Any]:
+    started: list[subprocess.Popen[str]] = []
+
+    def hold(path: Path, how: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path), how],
+                                stdout=subprocess.PIPE, text=True)
+        started.append(proc)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        return proc
+
+    yield hold
+    for proc in started:
+        proc.kill()
+        proc.wait()
+
+
+def converge(args: dict[str, Any]) -> tuple[Change, Result, Unchanged]:
+    change = mod.plan(ctx(planning=True), args)
+    assert isinstance(change, Change), change
+    result = mod.apply(ctx(), args, change)
+    again = mod.plan(ctx(planning=True), args)
+    assert isinstance(again, Unchanged), f"not idempotent: {again}"
+    return change, result, again
+
+
+def names(directory: Path) -> set[str]:
+    return {p.name for p in directory.iterdir()}
+
+
+def test_removes_only_leaked_segments(tmp_path: Path, holders: Any) -> None:
+    leaked = ["psm_0a1b2c3d", "sem.mp-k3j_9x2q", "nccl-Ab3dE9", "torch_31337_4242_0",
+              "vllm_offload_engine0.mmap"]
+    for name in leaked:
+        segment(tmp_path, name)
+    mapped = segment(tmp_path, "psm_11111111")
+    opened = segment(tmp_path, "psm_22222222")
+    segment(tmp_path, "psm_33333333", old=False)  # too young
+    segment(tmp_path, "psm_not_hex_")  # CPython names are 8 hex digits
+    segment(tmp_path, "keep-me.txt")
+    (tmp_path / "nccl-dirdir").mkdir()
+    os.utime(tmp_path / "nccl-dirdir", (OLD, OLD))
+    holders(mapped, "map-only")
+    holders(opened, "fd-only")
+    before = names(tmp_path)
+
+    change, result, again = converge(args_for(tmp_path))
+
+    assert sorted(n["name"] for n in change.payload["names"]) == sorted(leaked)
+    assert sorted(result.data["removed"]) == sorted(leaked)
+    assert result.data["bytes_freed"] == 5 * 8192
+    assert names(tmp_path) == before - set(leaked)
+    kept = "\n".join(again.data["kept"])
+    assert "psm_11111111: in use by pid" in kept
+    assert "psm_22222222: in use by pid" in kept
+    assert "psm_33333333: too young" in kept
+    assert "nccl-dirdir: not a regular file (directory)" in kept
+
+
+def test_check_mode_touches_nothing(tmp_path: Path) -> None:
+    segment(tmp_path, "psm_0a1b2c3d")
+    change = mod.plan(ctx(planning=True), args_for(tmp_path))
+    assert isinstance(change, Change)
+    assert change.diffs[0].before == "psm_0a1b2c3d\n"
+    assert names(tmp_path) == {"psm_0a1b2c3d"}
+
+
+def test_symlink_is_never_followed_nor_removed(tmp_path: Path) -> None:
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    target = segment(tmp_path, "precious-data")
+    (shm / "psm_deadbeef").symlink_to(target)
+    os.utime(shm / "psm_deadbeef", (OLD, OLD), follow_symlinks=False)
+    outcome = mod.plan(ctx(planning=True), args_for(shm))
+    assert isinstance(outcome, Unchanged)
+    assert "psm_deadbeef: not a regular file (symlink)" in outcome.msg
+    assert (shm / "psm_deadbeef").is_symlink() and target.exists()
+
+
+def test_a_segment_replaced_after_planning_is_left(tmp_path: Path) -> None:
+    path = segment(tmp_path, "psm_0a1b2c3d")
+    change = mod.plan(ctx(planning=True), args_for(tmp_path))
+    assert isinstance(change, Change)
+    path.unlink()
+    segment(tmp_path, "psm_0a1b2c3d")  # same name, new inode
+    result = mod.apply(ctx(), args_for(tmp_path), change)
+    assert result.data["removed"] == []
+    assert result.data["skipped"] == [{"name": "psm_0a1b2c3d",
+                                       "reason": "replaced by another file since planning"}]
+    assert path.exists()
+
+
+def test_owners_limit_what_is_removed(tmp_path: Path) -> None:
+    mine = segment(tmp_path, "psm_0a1b2c3d")
+    theirs = segment(tmp_path, "psm_4e5f6a7b")
+    os.chown(theirs, 65534, 65534)
+    _, result, _ = converge(args_for(tmp_path, owners=["root"]))
+    assert result.data["removed"] == ["psm_0a1b2c3d"]
+    assert theirs.exists() and not mine.exists()
+
+
+def test_min_free_mib_fails_with_what_is_left(tmp_path: Path, holders: Any) -> None:
+    held = segment(tmp_path, "psm_11111111")
+    holders(held, "both")
+    with pytest.raises(TaskFailed, match=r"has \d+ MiB free, need at least 99999999 MiB"
+                                         r"\nleft in place: psm_11111111: in use by pid"):
+        mod.plan(ctx(planning=True), args_for(tmp_path, min_free_mib=99999999))
+
+
+def test_missing_directory_is_a_clear_failure(tmp_path: Path) -> None:
+    with pytest.raises(TaskFailed, match=r"cannot inspect .*/nope"):
+        mod.plan(ctx(planning=True), args_for(tmp_path / "nope"))
+
+
+LEAK = """
+import os, signal, sys
+from multiprocessing import shared_memory
+segment = shared_memory.SharedMemory(create=True, size=1 << 20)
+print(segment.name, flush=True)
+if sys.argv[1] == "leak":  # SIGKILL with its resource tracker: nothing cleans up
+    os.killpg(os.getpgid(0), signal.SIGKILL)
+sys.stdin.read()
+"""
+
+
+def test_real_dev_shm_leaked_cpython_segment(holders: Any) -> None:
+    """Only the two segments this test creates are candidates (patterns name them)."""
+    leaker = subprocess.run([sys.executable, "-c", LEAK, "leak"], capture_output=True,
+                            text=True, timeout=30, check=False, start_new_session=True)
+    leaked = leaker.stdout.strip()
+    live = subprocess.Popen([sys.executable, "-c", LEAK, "keep"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert live.stdout is not None
+        in_use = live.stdout.readline().strip()
+        assert (Path("/dev/shm") / leaked).is_file(), f"no leaked segment: {leaker.stderr}"
+        args = args_for(Path("/dev/shm"), patterns=[leaked, in_use], min_age_s=0)
+        _, result, again = converge(args)
+        assert result.data["removed"] == [leaked]
+        assert (Path("/dev/shm") / in_use).exists()
+        assert f"{in_use}: in use by pid {live.pid}" in again.msg
+    finally:
+        live.communicate("", timeout=30)
+        (Path("/dev/shm") / leaked).unlink(missing_ok=True)
