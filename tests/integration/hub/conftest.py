@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from olah_mirror import OlahMirror, build_repo
 
 

@@ -23,7 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 OLAH_CLI = ROOT / ".venv-olah" / "bin" / "olah-cli"
 REPO_ID = "testorg/tiny"
-SHARDS = {"model-00001-of-00002.safetensors": 96 * 1024, "model-00002-of-00002.safetensors": 48 * 1024}
+SHARDS = {
+    "model-00001-of-00002.safetensors": 96 * 1024,
+    "model-00002-of-00002.safetensors": 48 * 1024,
+}
 
 
 def safetensors_bytes(name: str, payload_len: int) -> bytes:
@@ -122,7 +125,7 @@ class OlahMirror:
             if self.process.poll() is not None:
                 raise RuntimeError(f"olah exited {self.process.returncode}: {self.log_tail()}")
             try:
-                with urllib.request.urlopen(url, timeout=2) as answer:  # noqa: S310 - loopback
+                with urllib.request.urlopen(url, timeout=2) as answer:
                     if answer.status == 200:
                         return
             except OSError:
