@@ -120,7 +120,8 @@ def test_write_without_permission_is_a_clear_task_failure(conn: SSHConnection) -
 def test_probe_runs_with_the_host_python(conn: SSHConnection) -> None:
     facts = conn.run_probe("host", {})
     assert facts["user"] == "rigger-ssh"
-    assert facts["python"]["executable"] == "/usr/bin/python3"
+    host_python = conn.run(["sh", "-c", "command -v python3"]).stdout.strip()
+    assert Path(facts["python"]["executable"]).resolve() == Path(host_python).resolve()
 
 
 def test_probe_with_a_missing_interpreter_names_it(lab) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,58 @@
+"""A long-lived command on its own SSH channel, talked to line by line (the run-lock holder).
+
+Closing the channel closes the command's stdin, which is how the holder learns that the
+run is over; if the whole connection drops, sshd closes it for us.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Any
+
+import paramiko
+
+from engine.errors import HostUnreachable
+
+POLL_S = 0.05
+
+
+class ChannelHolder:
+    def __init__(self, conn: Any, chan: paramiko.Channel):
+        self.conn = conn
+        self.chan = chan
+        self._pending = b""
+        self._send_lock = threading.Lock()
+
+    def send(self, data: bytes) -> None:
+        with self._send_lock:
+            try:
+                self.chan.sendall(data)
+            except (OSError, EOFError, paramiko.SSHException) as exc:
+                raise HostUnreachable(
+                    f"{self.conn.host_name}: run-lock holder lost: {exc}"
+                ) from None
+
+    def read_line(self, timeout_s: float) -> str:
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._pending:
+            if self.chan.recv_ready():
+                self._pending += self.chan.recv(65536)
+                continue
+            if self.chan.recv_stderr_ready():
+                self._pending += self.chan.recv_stderr(65536)
+                continue
+            if self.chan.exit_status_ready() or self.chan.closed:
+                line, self._pending = self._pending, b""
+                return line.decode("utf-8", errors="replace")
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{self.conn.host_name}: run-lock holder did not answer")
+            time.sleep(POLL_S)
+        line, _, self._pending = self._pending.partition(b"\n")
+        return line.decode("utf-8", errors="replace") + "\n"
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+            self.chan.shutdown_write()
+        self.chan.close()

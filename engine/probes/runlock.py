@@ -1,0 +1,95 @@
+"""Per-host run lock: a file holding who runs rigger here, guarded by flock(2).
+
+``acquire`` takes the lock without waiting and keeps the descriptor open: the lock lives
+exactly as long as the process that ran this probe (the holder started by
+``engine/runlock.py``). A record in an unlocked file is a run that died without
+releasing: it is reported as ``previous`` and replaced. ``inspect`` only looks.
+"""
+
+MUTATES = True
+
+import errno
+import fcntl
+import json
+import os
+import socket
+import time
+
+DEFAULT_PATH = "~/.cache/rigger/run.lock"
+
+
+def _open(path):
+    path = os.path.expanduser(path)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    return path, fd
+
+
+def _read(fd):
+    os.lseek(fd, 0, os.SEEK_SET)
+    raw = b""
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        raw += chunk
+    try:
+        return json.loads(raw.decode("utf-8")) if raw.strip() else None
+    except ValueError:
+        return {"owner": "unreadable lock record", "raw": raw[:200].decode("utf-8", "replace")}
+
+
+def _try_lock(fd):
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return False
+        raise
+
+
+def acquire(args):
+    path, fd = _open(args.get("path") or DEFAULT_PATH)
+    if not _try_lock(fd):
+        holder = _read(fd)
+        os.close(fd)
+        return {"acquired": False, "path": path, "holder": holder}
+    previous = _read(fd)
+    record = dict(args.get("record") or {})
+    record.update({"holder_pid": os.getpid(), "host": socket.gethostname(), "user": _user()})
+    record.setdefault("started_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    os.ftruncate(fd, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.write(fd, json.dumps(record, sort_keys=True).encode("utf-8") + b"\n")
+    os.fsync(fd)
+    return {"acquired": True, "path": path, "previous": previous, "record": record, "fd": fd}
+
+
+def release(fd):
+    """Clear the record (a clean end leaves no trace) and drop the lock."""
+    os.ftruncate(fd, 0)
+    os.fsync(fd)
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
+def _user():
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):
+        return str(os.getuid())
+
+
+def main(args):
+    if args.get("op") == "inspect":
+        path, fd = _open(args.get("path") or DEFAULT_PATH)
+        try:
+            if _try_lock(fd):
+                return {"locked": False, "path": path, "stale": _read(fd)}
+            return {"locked": True, "path": path, "holder": _read(fd)}
+        finally:
+            os.close(fd)
+    raise ValueError("runlock: only 'inspect' runs as a one-shot probe; use engine.runlock")

@@ -1,0 +1,231 @@
+"""The per-host run lock: one rigger run at a time on a host.
+
+``acquire(conn, owner)`` starts a small holder process ON the host (over the run's SSH
+connection, or as a local child) that takes ``flock`` on ``~/.cache/rigger/run.lock``
+(of the login user) and writes who holds it: owner, controller host and pid, start time,
+holder pid. The holder keeps the lock until ``release`` or until its stdin closes, which
+happens when the controller dies or its SSH connection drops; it also gives up when the
+controller's heartbeat stops for ``stale_after_s``. So a lock never outlives its run:
+
+- a second run fails at once with ``RunLocked`` naming the holder;
+- a record whose holder is gone (flock free) is a dead run: it is taken over and the
+  handle carries a warning saying whose lock was replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from engine import probes
+from engine.errors import HostUnreachable
+
+DEFAULT_LOCK_PATH = "~/.cache/rigger/run.lock"
+HEARTBEAT_S = 10.0
+STALE_AFTER_S = 60.0
+ANSWER_TIMEOUT_S = 15.0
+READY = "rigger-runlock "
+_RECORD_KEYS = (
+    "owner",
+    "controller_host",
+    "controller_pid",
+    "started_at",
+    "holder_pid",
+    "user",
+)
+
+_HOLDER = r"""
+import json, select, sys
+%(probe)s
+args = json.loads(sys.stdin.readline())
+answer = acquire(args)
+fd = answer.pop("fd", None)
+sys.stdout.write(%(ready)r + json.dumps(answer) + "\n")
+sys.stdout.flush()
+if fd is not None:
+    stdin = sys.stdin.fileno()
+    buffered = b""
+    while True:
+        ready, _, _ = select.select([stdin], [], [], args["stale_after_s"])
+        chunk = os.read(stdin, 4096) if ready else b""
+        if not chunk:
+            break  # controller gone (EOF) or silent too long: keep the record, drop the lock
+        buffered += chunk
+        if b"release\n" in buffered:
+            release(fd)
+            sys.stdout.write("released\n")
+            sys.stdout.flush()
+            break
+"""
+
+
+class RunLocked(HostUnreachable):
+    """Another rigger run holds this host's run lock; the host is left untouched."""
+
+
+class _Holder(Protocol):
+    def send(self, data: bytes) -> None: ...
+    def read_line(self, timeout_s: float) -> str: ...
+    def close(self) -> None: ...
+
+
+@dataclass
+class LockHandle:
+    host_name: str
+    path: str
+    record: dict[str, Any]
+    warning: str | None
+    holder: _Holder = field(repr=False)
+    released: bool = False
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+
+
+def holder_program() -> str:
+    return _HOLDER % {"probe": probes.probe_source("runlock"), "ready": READY}
+
+
+def acquire(
+    conn: Any,
+    owner_description: str,
+    *,
+    path: str = DEFAULT_LOCK_PATH,
+    stale_after_s: float = STALE_AFTER_S,
+) -> LockHandle:
+    """Take the host's run lock or raise ``RunLocked`` naming the holder. Never waits."""
+    inner = getattr(conn, "inner", conn)  # a ScopedConnection wraps the transport
+    host = inner.host_name
+    holder = _start_holder(inner)
+    record = {
+        "owner": owner_description,
+        "controller_host": socket.gethostname(),
+        "controller_pid": os.getpid(),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    request = {"path": path, "record": record, "stale_after_s": stale_after_s}
+    try:
+        holder.send(json.dumps(request).encode() + b"\n")
+        answer = _answer(host, holder.read_line(ANSWER_TIMEOUT_S))
+    except BaseException:
+        holder.close()
+        raise
+    if not answer["acquired"]:
+        holder.close()
+        raise RunLocked(f"{host}: {describe_holder(answer['holder'], answer['path'])}")
+    handle = LockHandle(host, answer["path"], answer["record"], _takeover(host, answer), holder)
+    _start_heartbeat(handle, min(HEARTBEAT_S, stale_after_s / 4))
+    return handle
+
+
+def release(conn: Any, handle: LockHandle) -> None:
+    """Give the lock back and clear its record. Safe to call twice."""
+    if handle.released:
+        return
+    handle.released = True
+    handle._stop.set()
+    try:
+        handle.holder.send(b"release\n")
+        handle.holder.read_line(ANSWER_TIMEOUT_S)
+    except (OSError, EOFError, TimeoutError, HostUnreachable):
+        pass  # the holder is gone already: the lock went with it
+    finally:
+        handle.holder.close()
+
+
+def describe_holder(holder: dict[str, Any] | None, path: str) -> str:
+    if not holder:
+        return f"the run lock {path} is held by a run that left no record"
+    shown = {key: holder.get(key, "?") for key in _RECORD_KEYS}
+    return (
+        f"another rigger run holds the run lock {path}: {shown['owner']} "
+        f"(controller {shown['controller_host']} pid {shown['controller_pid']}, "
+        f"started {shown['started_at']}, holder pid {shown['holder_pid']} as {shown['user']})"
+    )
+
+
+def _takeover(host: str, answer: dict[str, Any]) -> str | None:
+    previous = answer.get("previous")
+    if not previous:
+        return None
+    return (
+        f"{host}: took over the run lock {answer['path']} left by a run that is gone: "
+        f"{previous.get('owner', '?')} (controller {previous.get('controller_host', '?')} "
+        f"pid {previous.get('controller_pid', '?')}, started {previous.get('started_at', '?')})"
+    )
+
+
+def _answer(host: str, line: str) -> dict[str, Any]:
+    if not line.startswith(READY):
+        raise HostUnreachable(f"{host}: the run-lock holder did not start: {line.strip()[:300]}")
+    answer: dict[str, Any] = json.loads(line[len(READY) :])
+    return answer
+
+
+def _start_heartbeat(handle: LockHandle, every_s: float) -> None:
+    def beat() -> None:
+        while not handle._stop.wait(every_s):
+            try:
+                handle.holder.send(b"ping\n")
+            except (OSError, EOFError, HostUnreachable):
+                return
+
+    threading.Thread(target=beat, name=f"runlock-{handle.host_name}", daemon=True).start()
+
+
+def _start_holder(inner: Any) -> _Holder:
+    python = getattr(getattr(inner, "options", None), "python", None) or getattr(
+        inner, "python", sys.executable
+    )
+    argv = [*shlex.split(python), "-c", holder_program()]
+    if hasattr(inner, "start_process"):
+        from engine.connection.sshholder import ChannelHolder
+
+        return ChannelHolder(inner, inner.start_process(argv))
+    return _LocalHolder(argv)
+
+
+class _LocalHolder:
+    """The holder as a child process in its own session (Ctrl-C does not reach it)."""
+
+    def __init__(self, argv: list[str]):
+        self.process = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self._lock = threading.Lock()
+
+    def send(self, data: bytes) -> None:
+        assert self.process.stdin is not None
+        with self._lock:
+            self.process.stdin.write(data)
+            self.process.stdin.flush()
+
+    def read_line(self, timeout_s: float) -> str:
+        assert self.process.stdout is not None
+        import select
+
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout_s)
+        if not ready:
+            raise TimeoutError("run-lock holder did not answer")
+        return self.process.stdout.readline().decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()

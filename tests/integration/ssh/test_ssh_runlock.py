@@ -1,0 +1,128 @@
+"""The per-host run lock over real SSH: concurrent runs, clean release, dead runs.
+
+Real: sshd, the holder process on the host, flock(2) on the host's lock file, a second
+controller process killed with SIGKILL. Nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from sshlab import Lab
+
+from engine import runlock
+from engine.connection.base import ScopedConnection
+from engine.errors import HostUnreachable
+
+pytestmark = pytest.mark.slow
+LOCK_FILE = Path("/home/rigger-ssh/.cache/rigger/run.lock")
+
+
+def test_second_run_fails_at_once_naming_the_holder(lab: Lab) -> None:
+    first, second = lab.connect("gpu1"), lab.connect("gpu1")
+    handle = runlock.acquire(ScopedConnection(first), "alice: site.yml")
+    try:
+        record = json.loads(LOCK_FILE.read_text())
+        assert record["owner"] == "alice: site.yml"
+        assert record["controller_pid"] == os.getpid()
+        assert record["holder_pid"] > 0 and record["started_at"]
+        started = time.monotonic()
+        with pytest.raises(runlock.RunLocked) as caught:
+            runlock.acquire(second, "bob: site.yml")
+        assert time.monotonic() - started < 3
+        message = str(caught.value)
+        assert message.startswith("gpu1: another rigger run holds the run lock")
+        assert "alice: site.yml" in message and f"pid {os.getpid()}" in message
+        assert isinstance(caught.value, HostUnreachable)
+    finally:
+        runlock.release(first, handle)
+        first.close()
+    assert LOCK_FILE.read_text() == "", "a clean release leaves no record"
+    again = runlock.acquire(second, "bob: site.yml")
+    assert again.warning is None
+    runlock.release(second, again)
+    runlock.release(second, again)  # twice is harmless
+    second.close()
+
+
+def test_lock_of_a_killed_controller_is_taken_over_with_a_warning(lab: Lab, tmp_path: Path) -> None:
+    script = tmp_path / "holder.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import sys, time
+            sys.path.insert(0, {str(Path(__file__).parent)!r})
+            from sshlab import host_vars, Sshd
+            from engine.connection.ssh import SSHConnection
+            from engine import runlock
+            conn = SSHConnection.from_host_vars("gpu1", {lab.vars()!r})
+            runlock.acquire(conn, "doomed run")
+            print("locked", flush=True)
+            time.sleep(300)
+            """
+        )
+    )
+    doomed = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, cwd=Path.cwd(), text=True
+    )
+    try:
+        assert doomed.stdout is not None and doomed.stdout.readline() == "locked\n"
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait()
+    finally:
+        if doomed.poll() is None:
+            doomed.kill()
+    conn = lab.connect("gpu1")
+    try:
+        handle = _acquire_eventually(conn, "next run")
+        assert handle.warning is not None
+        assert "took over the run lock" in handle.warning and "doomed run" in handle.warning
+        runlock.release(conn, handle)
+    finally:
+        conn.close()
+
+
+def test_lock_whose_holder_process_died_is_taken_over(lab: Lab) -> None:
+    first, second = lab.connect("gpu1"), lab.connect("gpu1")
+    try:
+        handle = runlock.acquire(first, "run with a killed holder")
+        os.kill(handle.record["holder_pid"], signal.SIGKILL)
+        taken = _acquire_eventually(second, "successor")
+        assert taken.warning and "run with a killed holder" in taken.warning
+        runlock.release(second, taken)
+        runlock.release(first, handle)
+    finally:
+        first.close()
+        second.close()
+
+
+def test_heartbeat_keeps_a_short_stale_window_alive(lab: Lab) -> None:
+    first, second = lab.connect("gpu1"), lab.connect("gpu1")
+    try:
+        handle = runlock.acquire(first, "long run", stale_after_s=0.8)
+        time.sleep(2.0)
+        with pytest.raises(runlock.RunLocked, match="long run"):
+            runlock.acquire(second, "impatient run")
+        runlock.release(first, handle)
+    finally:
+        first.close()
+        second.close()
+
+
+def _acquire_eventually(conn, owner: str) -> runlock.LockHandle:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return runlock.acquire(conn, owner)
+        except runlock.RunLocked:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
