@@ -186,7 +186,7 @@ def _plan_patched(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchang
     if not patches:
         names = ", ".join(edits.name for edits in wanted)
         return Unchanged(f"already patched: {names} carry none of the edits", {"files": {}})
-    summary = "; ".join(f"{p.name}: {', '.join(p.keys)}" for p in patches)
+    summary = "edit " + "; ".join(f"{p.name}: {', '.join(p.keys)}" for p in patches)
     return Change(
         summary=summary,
         diffs=tuple(Diff(p.path, p.before, p.after) for p in patches),
