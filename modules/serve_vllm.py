@@ -140,10 +140,12 @@ SCHEMA: dict[str, Any] = {
         },
         "state": {
             "type": "string",
-            "enum": ["started", "stopped", "restarted"],
+            "enum": ["started", "stopped", "restarted", "inspected"],
             "default": "started",
             "description": "`started`: running with this spec; `stopped`: not running; "
-            "`restarted`: restart now.",
+            "`restarted`: restart now; `inspected`: change nothing, only report (for "
+            "`register` and `when`) whether the recorded server runs, is healthy and runs "
+            "this spec (`data.healthy`, `data.same_spec`).",
         },
         "ready_timeout_s": {
             "type": "number",
@@ -266,12 +268,29 @@ def _start_reason(status: sessions.ServerStatus, spec_hash: str, state: str) -> 
     return None
 
 
+def _inspected(status: sessions.ServerStatus, spec_hash: str, args: Mapping[str, Any]) -> Unchanged:
+    record = status.record or {}
+    same = record.get("spec_hash") == spec_hash
+    data = {
+        **_data(args, record),
+        "running": status.leader_alive,
+        "healthy": status.healthy,
+        "same_spec": same,
+        "wanted_spec_hash": spec_hash,
+        "session_pids": list(status.session_pids),
+    }
+    spec_note = "same spec" if same else "a different spec" if record else "no spec recorded"
+    return Unchanged(f"{status.describe()}; {spec_note}", data)
+
+
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     status = sessions.read_status(ctx.conn, _state_path(args), _base_url(args) + "/health")
     if args["state"] == "stopped":
         return _plan_stop(status)
     spec = _read_spec(ctx.conn, args)
     spec_hash = spec.spec_hash()
+    if args["state"] == "inspected":
+        return _inspected(status, spec_hash, args)
     reason = _start_reason(status, spec_hash, args["state"])
     if reason is None:
         record = status.record or {}
