@@ -130,6 +130,7 @@ class FakeNvml:
 def create(work_dir: Path) -> FakeNvml:
     """A fake whose GPUs are described in ``work_dir/fake_nvml.json`` (no GPUs yet)."""
     lib = build_cached()
+    work_dir.mkdir(parents=True, exist_ok=True)
     fake = FakeNvml(lib_path=lib, config_path=work_dir / "fake_nvml.json")
     fake.write()
     return fake

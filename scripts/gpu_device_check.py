@@ -1,0 +1,201 @@
+"""Real-GPU check of ensure_gpus_idle: a torch process holds GPU memory, rigger frees it.
+
+Run on a machine with an NVIDIA GPU, from the repository root (nothing to install into
+the repo; rigger is imported from this checkout):
+
+    python3 -m pip install nvidia-ml-py        # only if `python3 -c "import pynvml"` fails
+    python3 scripts/gpu_device_check.py --gpu 0 --gib 4
+
+Needs python3 with torch (CUDA build) and nvidia-ml-py. What it does:
+1. reads the GPU through rigger's `gpus` probe (real NVML) for the idle baseline;
+2. starts a child python that allocates --gib GiB on that GPU with torch and sleeps
+   (its command line carries a marker; CUDA_DEVICE_ORDER=PCI_BUS_ID so the CUDA index
+   is the NVML index);
+3. waits until NVML lists the child on the GPU, prints NVML's view;
+4. runs ensure_gpus_idle locally (plan in check mode, then apply, then plan again) with
+   `only_patterns` set to the marker, so nothing but the child may be signalled;
+5. prints NVML's view again and checks: child gone, no compute process, memory used
+   back within --tolerance-mib of the baseline. Exit 0 = pass, 1 = fail, 2 = cannot run.
+The last line is a JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+MARKER = "rigger-gpu-device-check"
+CHILD = """
+import sys, time, torch
+gib, device = float(sys.argv[1]), "cuda:" + sys.argv[2]
+block = torch.empty(int(gib * 2**30), dtype=torch.uint8, device=device)
+block.fill_(1)
+torch.cuda.synchronize(device)
+print("allocated", flush=True)
+time.sleep(900)
+"""
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpu", type=int, default=0, help="NVML index of the GPU to use")
+    parser.add_argument("--gib", type=float, default=4.0, help="GiB the child allocates")
+    parser.add_argument("--timeout-s", type=float, default=60.0,
+                        help="ensure_gpus_idle timeout_s (wait for idle after signals)")
+    parser.add_argument("--term-timeout-s", type=float, default=10.0,
+                        help="ensure_gpus_idle term_timeout_s (SIGTERM -> SIGKILL)")
+    parser.add_argument("--tolerance-mib", type=int, default=256,
+                        help="memory used may exceed the baseline by this much afterwards")
+    parser.add_argument("--appear-timeout-s", type=float, default=120.0,
+                        help="how long to wait for NVML to list the child")
+    args = parser.parse_args(argv)
+    if args.gib <= 0 or args.gpu < 0:
+        parser.error("--gib must be > 0 and --gpu >= 0")
+    return args
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def rigger() -> Any:
+    """rigger's pieces, imported from this checkout."""
+    sys.path.insert(0, str(REPO))
+    from engine.connection.base import ScopedConnection
+    from engine.connection.local import LocalConnection
+    from engine.module_api import Change, TaskContext, TaskFailed, Unchanged
+    from modules import ensure_gpus_idle
+
+    return SimpleNamespace(
+        ScopedConnection=ScopedConnection, LocalConnection=LocalConnection, Change=Change,
+        TaskContext=TaskContext, TaskFailed=TaskFailed, Unchanged=Unchanged,
+        ensure_gpus_idle=ensure_gpus_idle,
+    )
+
+
+def read_gpu(r: Any, index: int) -> dict[str, Any]:
+    answer = r.LocalConnection().run_probe("gpus", {})
+    if answer["backend"] != "nvml":
+        raise SystemExit(f"cannot run: no NVIDIA GPU through NVML (backend "
+                         f"{answer['backend']}: {'; '.join(answer.get('notes', []))})")
+    for gpu in answer["gpus"]:
+        if gpu["index"] == index:
+            return dict(gpu)
+    raise SystemExit(f"cannot run: no GPU {index}; there are {len(answer['gpus'])}")
+
+
+def show(label: str, gpu: dict[str, Any]) -> None:
+    procs = ", ".join(f"{p['pid']} {p.get('name')} {p['used_mib']} MiB"
+                      for p in gpu["processes"]) or "none"
+    say(f"[{label}] GPU {gpu['index']} {gpu['name']} cc {gpu['compute_capability']}: "
+        f"{gpu['memory_used_mib']} / {gpu['memory_total_mib']} MiB used; processes: {procs}")
+
+
+def start_child(args: argparse.Namespace) -> subprocess.Popen[str]:
+    env = {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(args.gib), str(args.gpu), MARKER],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True, env=env,
+        start_new_session=True,
+    )
+    assert child.stdout is not None
+    line = child.stdout.readline().strip()
+    if line != "allocated":
+        child.wait(30)
+        raise SystemExit(f"cannot run: the torch child did not allocate (exit "
+                         f"{child.returncode}); is torch built with CUDA?")
+    return child
+
+
+def wait_listed(r: Any, args: argparse.Namespace, pid: int) -> dict[str, Any]:
+    deadline = time.monotonic() + args.appear_timeout_s
+    while True:
+        gpu = read_gpu(r, args.gpu)
+        if any(p["pid"] == pid for p in gpu["processes"]):
+            return gpu
+        if time.monotonic() > deadline:
+            show("child not listed", gpu)
+            raise SystemExit(f"cannot run: NVML never listed pid {pid} (another PID "
+                             "namespace? NVML reports host pids)")
+        time.sleep(0.5)
+
+
+def run_module(r: Any, args: argparse.Namespace, baseline_mib: int) -> dict[str, Any]:
+    task_args = {
+        "gpus": [args.gpu], "max_used_mib": baseline_mib + args.tolerance_mib,
+        "term_timeout_s": args.term_timeout_s, "timeout_s": args.timeout_s,
+        "kill_patterns": [], "protect_patterns": [], "only_patterns": [MARKER],
+        "vllm_tree": True,
+    }
+    conn = r.ScopedConnection(r.LocalConnection())
+    planning = r.TaskContext("localhost", conn.planning(), {}, {})
+    change = r.ensure_gpus_idle.plan(planning, task_args)
+    if not isinstance(change, r.Change):
+        raise SystemExit(f"cannot run: ensure_gpus_idle found nothing to do: {change}")
+    say(f"[check mode] would {change.summary}")
+    started = time.monotonic()
+    result = r.ensure_gpus_idle.apply(r.TaskContext("localhost", conn, {}, {}), task_args,
+                                      change)
+    say(f"[apply] {result.msg} ({time.monotonic() - started:.1f}s)")
+    again = r.ensure_gpus_idle.plan(planning, task_args)
+    say(f"[second plan] {'ok: ' + again.msg if isinstance(again, r.Unchanged) else again}")
+    return {"args": task_args, "msg": result.msg, "data": dict(result.data),
+            "second_plan_ok": isinstance(again, r.Unchanged)}
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    try:
+        r = rigger()
+        baseline = read_gpu(r, args.gpu)
+        show("baseline", baseline)
+        child = start_child(args)
+    except SystemExit as stop:
+        say(str(stop))
+        return 2
+    try:
+        busy = wait_listed(r, args, child.pid)
+        show("child holds memory", busy)
+        outcome = run_module(r, args, baseline["memory_used_mib"])
+        after = read_gpu(r, args.gpu)
+        show("after", after)
+    except SystemExit as stop:
+        say(str(stop))
+        return 2
+    except r.TaskFailed as failed:
+        say(f"FAIL: ensure_gpus_idle failed: {failed}")
+        return 1
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait(30)
+    checks = {
+        "child_gone": child.returncode is not None and child.pid in outcome["data"]["killed_pids"],
+        "no_compute_process": after["processes"] == [],
+        "memory_back_to_baseline":
+            after["memory_used_mib"] <= baseline["memory_used_mib"] + args.tolerance_mib,
+        "idempotent": outcome["second_plan_ok"],
+    }
+    summary = {"checks": checks, "baseline_mib": baseline["memory_used_mib"],
+               "busy_mib": busy["memory_used_mib"], "after_mib": after["memory_used_mib"],
+               "child_pid": child.pid, "child_exit": child.returncode,
+               "gpu": {k: after[k] for k in ("index", "name", "uuid", "compute_capability",
+                                             "memory_total_mib")},
+               "killed_pids": outcome["data"]["killed_pids"],
+               "mib_freed": outcome["data"]["mib_freed"],
+               "seconds_waited": outcome["data"]["seconds_waited"]}
+    say("PASS" if all(checks.values()) else f"FAIL: {[k for k, v in checks.items() if not v]}")
+    say(json.dumps(summary))
+    return 0 if all(checks.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,80 @@
+"""scripts/gpu_device_check.py, the parts that run without a GPU.
+
+Real: the script, run as a subprocess with this python; rigger's probes; nvidia-ml-py.
+Not real: the GPU (tests/fakes/fake_nvml) where one is needed. The GPU part itself
+(torch allocating, NVML on a real device) runs only on a machine with a GPU.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "gpu_device_check.py"
+
+
+def _load_fakenvml() -> Any:
+    path = REPO / "tests" / "fakes" / "fake_nvml" / "fakenvml.py"
+    spec = importlib.util.spec_from_file_location("fakenvml", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fakenvml"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+fakenvml = _load_fakenvml()
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("LD_LIBRARY_PATH", "FAKE_NVML_CONFIG")}
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True,
+                          text=True, timeout=120, check=False, cwd="/",
+                          env={**base, **(env or {})})
+
+
+def test_help_documents_how_to_run_it() -> None:
+    done = run("--help")
+    assert done.returncode == 0
+    assert "--gib" in done.stdout and "--gpu" in done.stdout
+    assert "pip install nvidia-ml-py" in SCRIPT.read_text()
+
+
+def test_bad_arguments_are_refused() -> None:
+    done = run("--gib", "0")
+    assert done.returncode == 2
+    assert "--gib must be > 0" in done.stderr
+
+
+def test_without_a_gpu_it_says_it_cannot_run() -> None:
+    done = run()
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "cannot run: no NVIDIA GPU through NVML (backend none" in done.stdout
+
+
+def test_unknown_gpu_index(tmp_path: Path) -> None:
+    fake = fakenvml.create(tmp_path)
+    fake.write([fakenvml.gpu(0)])
+    done = run("--gpu", "5", env=fake.env())
+    assert done.returncode == 2
+    assert "[baseline]" not in done.stdout
+    assert "cannot run: no GPU 5; there are 1" in done.stdout
+
+
+def test_reads_the_baseline_then_needs_torch_with_cuda(tmp_path: Path) -> None:
+    fake = fakenvml.create(tmp_path)
+    fake.write([fakenvml.gpu(0)])
+    done = run("--gib", "0.01", env=fake.env())
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert ("[baseline] GPU 0 NVIDIA RTX PRO 6000 Blackwell Server Edition cc 12.0: "
+            "3 / 97887 MiB used; processes: none") in done.stdout
+    if "cannot run: the torch child did not allocate" not in done.stdout:
+        pytest.fail(f"expected the CUDA allocation to fail without a GPU:\n{done.stdout}")
