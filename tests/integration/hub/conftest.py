@@ -13,7 +13,7 @@ from olah_mirror import OlahMirror, build_repo
 def mirror(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OlahMirror]:
     server = OlahMirror(tmp_path_factory.mktemp("olah"))
     try:
-        server.commit = build_repo(server.mirror_root)  # type: ignore[attr-defined]
+        server.commit = build_repo(server.mirror_root)
         server.start()
     except RuntimeError as exc:  # a missing prerequisite is a failure, not a skip
         pytest.fail(f"hub mirror unavailable: {exc}")

@@ -88,6 +88,7 @@ def free_port() -> int:
 class OlahMirror:
     workdir: Path
     port: int = field(default_factory=free_port)
+    commit: str = ""
     process: subprocess.Popen[bytes] | None = None
 
     @property

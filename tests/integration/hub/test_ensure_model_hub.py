@@ -90,7 +90,7 @@ def test_check_mode_lists_files_and_bytes_and_touches_nothing(tmp_path: Path) ->
 def test_first_run_downloads_then_ok_offline_with_mirror_stopped(
         tmp_path: Path, mirror: OlahMirror) -> None:
     local_dir = tmp_path / "model"
-    args = args_for(local_dir, revision=mirror.commit)  # type: ignore[attr-defined]
+    args = args_for(local_dir, revision=mirror.commit)
     progress: list[str] = []
     plan_ctx, run_ctx = contexts(progress)
     change = mod.plan(plan_ctx, args)
@@ -100,7 +100,7 @@ def test_first_run_downloads_then_ok_offline_with_mirror_stopped(
     assert sorted(result.data["downloaded"]) == sorted([*repo_files(), ".gitattributes"])
     assert_snapshot_exact(local_dir)
     manifest = json.loads((local_dir / ".rigger-manifest.json").read_text())
-    assert manifest["commit"] == mirror.commit  # type: ignore[attr-defined]
+    assert manifest["commit"] == mirror.commit
     shard = next(f for f in manifest["files"] if f["name"] == SHARD)
     assert shard["sha256"] == digest(local_dir / SHARD)
     mirror.stop()
@@ -180,7 +180,7 @@ def test_branch_revision_warns_and_reports_the_commit(tmp_path: Path,
     result = converge(args_for(tmp_path / "model"))
     assert isinstance(result, Result)
     (warning,) = result.warnings
-    assert "not reproducible" in warning and mirror.commit in warning  # type: ignore[attr-defined]
+    assert "not reproducible" in warning and mirror.commit in warning
 
 
 def test_allow_patterns_config_only_and_partial_shards(tmp_path: Path) -> None:

@@ -126,7 +126,7 @@ def test_compat_over_ssh_reads_the_hosts_vllm(ssh: SSHConnection) -> None:
 def test_ensure_model_over_ssh_downloads_on_the_host(ssh: SSHConnection, mirror: OlahMirror,
                                                       user_dir: Path) -> None:
     local_dir = user_dir / "tiny"
-    args = {"repo_id": REPO_ID, "revision": mirror.commit,  # type: ignore[attr-defined]
+    args = {"repo_id": REPO_ID, "revision": mirror.commit,
             "local_dir": str(local_dir), "allow_patterns": None, "ignore_patterns": None,
             "max_workers": 2, "verify": "sha256", "python": VLLM_PYTHON, "endpoint": None,
             "reserve_free_mib": 1}
