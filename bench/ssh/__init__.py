@@ -1,0 +1,1 @@
+"""Helpers of the SSH benchmark (bench/ssh_bench.py)."""

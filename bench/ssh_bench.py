@@ -1,0 +1,111 @@
+"""SSH overhead, side by side: rigger vs ansible-core (ControlPersist + pipelining) vs pyinfra.
+
+All three drive the same real sshd (Debian OpenSSH) on loopback, as a dedicated user whose
+shell runs no rc files. Workloads, each task a `true` command, no fact gathering:
+  (a) 1 host: 1 task and 50 tasks; per-task overhead = (t50 - t1) / 49
+  (b) 20 hosts x 10 tasks, forks 20: wall time
+Runs are interleaved round by round (drift hits every tool alike); medians are reported.
+
+    python bench/ssh_bench.py [--tasks 50] [--repeats 5] [--hosts 20] [--fleet-tasks 10]
+                              [--tools rigger,ansible,pyinfra]
+
+Needs root (creates the bench user, starts sshd). ansible-core and pyinfra are installed
+into bench/.venvs/ on first use (bench/common.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import REPO, Case, interleaved, median, report_per_task, rigger_command, timed, tool_venv
+from ssh.fleet import Fleet, start_fleet
+from ssh.workloads import ansible_files, pyinfra_files, rigger_files
+
+FORKS = 20
+
+
+def tool_runners(fleet: Fleet, root: Path, tools: list[str]) -> dict[str, Callable[[int, int], float]]:
+    """tool -> run(hosts, tasks) returning wall seconds (and failing loudly on errors)."""
+    runners: dict[str, Callable[[int, int], float]] = {}
+    if "rigger" in tools:
+
+        def rigger(hosts: int, tasks: int) -> float:
+            book, inv = rigger_files(fleet, root, hosts, tasks)
+            argv = [*rigger_command(), "run", str(book), "-i", str(inv), "--forks", str(FORKS)]
+            return timed(argv, {"PYTHONPATH": str(REPO)})
+
+        runners["rigger"] = rigger
+    if "ansible" in tools:
+        ansible_bin = tool_venv("ansible")
+        env = {
+            "ANSIBLE_PIPELINING": "True",
+            "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=120s",
+            "ANSIBLE_SSH_CONTROL_PATH_DIR": str(root / "cp"),
+            "ANSIBLE_LOCAL_TEMP": str(root / "ansible-tmp"),
+            "ANSIBLE_FORKS": str(FORKS),
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        }
+
+        def ansible(hosts: int, tasks: int) -> float:
+            book, inv = ansible_files(fleet, root, hosts, tasks)
+            return timed([str(ansible_bin / "ansible-playbook"), "-i", str(inv), str(book)], env)
+
+        runners["ansible"] = ansible
+    if "pyinfra" in tools:
+        pyinfra_bin = tool_venv("pyinfra")
+
+        def pyinfra(hosts: int, tasks: int) -> float:
+            deploy, inv = pyinfra_files(fleet, root, hosts, tasks)
+            argv = [str(pyinfra_bin / "pyinfra"), "-y", "--parallel", str(FORKS), str(inv), str(deploy)]
+            return timed(argv, cwd=root)
+
+        runners["pyinfra"] = pyinfra
+    return runners
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=50)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--hosts", type=int, default=20)
+    parser.add_argument("--fleet-tasks", type=int, default=10)
+    parser.add_argument("--tools", default="rigger,ansible,pyinfra")
+    opts = parser.parse_args()
+    tools = [t for t in opts.tools.split(",") if t]
+    with tempfile.TemporaryDirectory(prefix="rigger-ssh-bench-") as tmp:
+        root = Path(tmp)
+        fleet = start_fleet(root / "fleet")
+        try:
+            runners = tool_runners(fleet, root, tools)
+            cases = [
+                Case(tool, label, lambda run=run, h=h, n=n: run(h, n))
+                for label, h, n in (
+                    ("1", 1, 1),
+                    (str(opts.tasks), 1, opts.tasks),
+                    ("fleet", opts.hosts, opts.fleet_tasks),
+                )
+                for tool, run in runners.items()
+            ]
+            times = interleaved(cases, opts.repeats)
+        finally:
+            fleet.stop()
+    order = [t for t in ("rigger", "ansible", "pyinfra") if t in runners]
+    report_per_task(
+        times, order, opts.tasks, f"(a) SSH loopback, 1 host, {opts.tasks} x `true`, median of {opts.repeats}"
+    )
+    print(f"\n(b) SSH loopback, {opts.hosts} hosts x {opts.fleet_tasks} tasks, forks {FORKS}, median of {opts.repeats}")
+    print(f"{'tool':10} {'wall (s)':>9} {'vs rigger':>10}")
+    walls = {tool: median(times[(tool, "fleet")]) for tool in order}
+    for tool in order:
+        print(f"{tool:10} {walls[tool]:9.3f} {walls[tool] / walls['rigger']:9.1f}x")
+
+
+if __name__ == "__main__":
+    main()
