@@ -17,7 +17,7 @@ from engine.extravars import parse_all
 from engine.inventory import load_inventory, select_hosts
 from engine.loader import load_playbook
 from engine.output.console import ConsoleSink
-from engine.output.events import Event, Sink
+from engine.output.events import Sink
 from engine.output.jsonl import JsonlSink
 from engine.runner import Runner, RunOptions
 
@@ -43,7 +43,9 @@ def cli() -> None:
 @click.argument("playbook", type=click.Path(dir_okay=False))
 @click.option("-i", "--inventory", "inventories", multiple=True, help="Inventory file (YAML or INI); repeatable.")
 @click.option("-l", "--limit", help="Further limit the hosts with a pattern.")
-@click.option("-e", "--extra-vars", "extra", multiple=True, help="KEY=VALUE, @file.yml or a JSON object; wins over everything.")
+@click.option(
+    "-e", "--extra-vars", "extra", multiple=True, help="KEY=VALUE, @file.yml or a JSON object; wins over everything."
+)
 @click.option("-C", "--check", is_flag=True, help="Show what would change; change nothing.")
 @click.option("-D", "--diff", is_flag=True, help="Show diffs of what changes (or would).")
 @click.option("-t", "--tags", multiple=True, help="Only run tasks with these tags.")
@@ -51,17 +53,33 @@ def cli() -> None:
 @click.option("-f", "--forks", default=10, show_default=True, type=click.IntRange(1, 500), help="Hosts in parallel.")
 @click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
 @click.option("-v", "--verbose", count=True, help="More detail (-v shows task data and tracebacks of bugs).")
-def run(playbook: str, inventories: tuple[str, ...], limit: str | None, extra: tuple[str, ...],
-        check: bool, diff: bool, tags: tuple[str, ...], skip_tags: tuple[str, ...], forks: int,
-        output: str, verbose: int) -> None:
+def run(
+    playbook: str,
+    inventories: tuple[str, ...],
+    limit: str | None,
+    extra: tuple[str, ...],
+    check: bool,
+    diff: bool,
+    tags: tuple[str, ...],
+    skip_tags: tuple[str, ...],
+    forks: int,
+    output: str,
+    verbose: int,
+) -> None:
     """Run PLAYBOOK against the inventory's hosts (localhost when no -i)."""
     book = load_playbook(playbook)
     inventory = load_inventory(inventories)
     extra_vars = parse_all(extra)
     static_check.check(book, inventory, extra_vars)
     options = RunOptions(
-        check_mode=check, diff=diff, limit=limit, tags=_split_tags(tags), skip_tags=_split_tags(skip_tags),
-        forks=forks, extra_vars=extra_vars, verbosity=verbose,
+        check_mode=check,
+        diff=diff,
+        limit=limit,
+        tags=_split_tags(tags),
+        skip_tags=_split_tags(skip_tags),
+        forks=forks,
+        extra_vars=extra_vars,
+        verbosity=verbose,
     )
     if limit and not select_hosts(inventory, limit):
         raise OptionsError(f"--limit {limit!r} matches no host in the inventory")

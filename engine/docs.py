@@ -25,14 +25,16 @@ def argument_rows(spec: ModuleSpec) -> list[dict[str, str]]:
     rows = []
     for name, prop in schema.get("properties", {}).items():
         choices = prop.get("enum")
-        rows.append({
-            "name": name,
-            "type": _type_of(prop),
-            "required": "yes" if name in required else "no",
-            "default": json.dumps(prop["default"]) if "default" in prop else "",
-            "choices": ", ".join(json.dumps(c) for c in choices) if choices else "",
-            "description": prop.get("description", ""),
-        })
+        rows.append(
+            {
+                "name": name,
+                "type": _type_of(prop),
+                "required": "yes" if name in required else "no",
+                "default": json.dumps(prop["default"]) if "default" in prop else "",
+                "choices": ", ".join(json.dumps(c) for c in choices) if choices else "",
+                "description": prop.get("description", ""),
+            }
+        )
     return rows
 
 

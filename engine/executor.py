@@ -153,12 +153,21 @@ class TaskRunner:
             if number < attempts:
                 self.progress(f"retrying ({number}/{self.task.retries}): until not met")
                 time.sleep(self.task.delay_s)
-        return _Attempt(**{**attempt.__dict__, "status": "failed", "msg": f"until not met after {attempts} attempts: {attempt.msg}".rstrip(": ")})
+        return _Attempt(
+            **{
+                **attempt.__dict__,
+                "status": "failed",
+                "msg": f"until not met after {attempts} attempts: {attempt.msg}".rstrip(": "),
+            }
+        )
 
     def _holds(self, conditions: tuple[Any, ...], attempt: _Attempt, scope: templating.Scope) -> bool:
         registered = {
-            **dict(attempt.data), "changed": attempt.changed, "failed": attempt.status == "failed",
-            "msg": attempt.msg, "skipped": attempt.status == "skipped",
+            **dict(attempt.data),
+            "changed": attempt.changed,
+            "failed": attempt.status == "failed",
+            "msg": attempt.msg,
+            "skipped": attempt.status == "skipped",
         }
         view = scope.child({self.task.register: registered} if self.task.register else {})
         return templating.all_true(conditions, view.child(registered))
@@ -176,8 +185,14 @@ class TaskRunner:
                 return attempt
             if self.task.failed_when:
                 if self._holds(self.task.failed_when, attempt, scope):
-                    return _Attempt(**{**attempt.__dict__, "status": "failed", "changed": changed,
-                                       "msg": attempt.msg or "failed_when condition was true"})
+                    return _Attempt(
+                        **{
+                            **attempt.__dict__,
+                            "status": "failed",
+                            "changed": changed,
+                            "msg": attempt.msg or "failed_when condition was true",
+                        }
+                    )
                 if attempt.status == "failed":
                     status = "changed" if changed else "ok"
             return _Attempt(**{**attempt.__dict__, "status": status, "changed": changed})
@@ -224,9 +239,13 @@ class TaskRunner:
             return _failed(exc.msg, exc.data)
         except Exception as exc:  # a bug in a module: one line, traceback with -v
             detail = traceback.format_exc() if self.options.verbosity else ""
-            return _failed(f"unexpected error in module {task.module} (a bug): {type(exc).__name__}: {exc}\n{detail}".rstrip())
+            return _failed(
+                f"unexpected error in module {task.module} (a bug): {type(exc).__name__}: {exc}\n{detail}".rstrip()
+            )
 
-    def _plan_apply(self, spec: registry.ModuleSpec, ctx: TaskContext, conn: ScopedConnection, args: dict[str, Any]) -> _Attempt:
+    def _plan_apply(
+        self, spec: registry.ModuleSpec, ctx: TaskContext, conn: ScopedConnection, args: dict[str, Any]
+    ) -> _Attempt:
         change = spec.plan(ctx, args)
         if change is None or isinstance(change, Unchanged):
             msg = change.msg if isinstance(change, Unchanged) else ""
@@ -235,11 +254,11 @@ class TaskRunner:
         assert isinstance(change, Change), f"plan() of {spec.name} returned {type(change).__name__}"
         if self.options.check_mode:
             if spec.check_mode == "skip":
-                return _Attempt(status="skipped", changed=False, msg=f"check mode: would {change.summary}",
-                                diffs=change.diffs)
+                return _Attempt(
+                    status="skipped", changed=False, msg=f"check mode: would {change.summary}", diffs=change.diffs
+                )
             if spec.check_mode == "plan":
-                return _Attempt(status="changed", changed=True, msg=f"would {change.summary}",
-                                diffs=change.diffs)
+                return _Attempt(status="changed", changed=True, msg=f"would {change.summary}", diffs=change.diffs)
             result = spec.apply(ctx, args, change)
         else:
             run_ctx = TaskContext(**{**ctx.__dict__, "conn": conn})

@@ -74,10 +74,14 @@ def _read_yaml_group(builder: _Builder, name: str, data: Any, file: str, line: i
     unknown = set(data) - {"hosts", "children", "vars"}
     if unknown:
         key = sorted(unknown)[0]
-        raise ValidationError(f"group '{name}': unknown key '{key}' (expected hosts, children, vars)", file=file, line=line_of(data, key))
+        raise ValidationError(
+            f"group '{name}': unknown key '{key}' (expected hosts, children, vars)", file=file, line=line_of(data, key)
+        )
     hosts = data.get("hosts") or {}
     if not isinstance(hosts, Mapping):
-        raise ValidationError(f"group '{name}': hosts must be a mapping of host names", file=file, line=line_of(data, "hosts"))
+        raise ValidationError(
+            f"group '{name}': hosts must be a mapping of host names", file=file, line=line_of(data, "hosts")
+        )
     for host_pattern, host_vars in hosts.items():
         host_vars = host_vars or {}
         where = (file, line_of(hosts, host_pattern))
@@ -240,7 +244,9 @@ def _freeze(builder: _Builder, sources: tuple[str, ...]) -> Inventory:
             merged.update(builder.group_vars.get(group, {}))
         merged.update(own_vars)
         hosts[host] = Host(name=host, vars=merged, groups=tuple(g for g in groups if g != "all"))
-    members = {group: tuple(h for h in hosts if group in hosts[h].groups or group == "all") for group in builder.group_hosts}
+    members = {
+        group: tuple(h for h in hosts if group in hosts[h].groups or group == "all") for group in builder.group_hosts
+    }
     return Inventory(hosts=hosts, groups=members, sources=sources)
 
 

@@ -32,10 +32,7 @@ def playbook_schema() -> dict[str, Any]:
 def _keyword_validators() -> dict[str, Any]:
     schema = playbook_schema()
     defs = {"$defs": schema["$defs"]}
-    return {
-        key: jsonschema.Draft202012Validator({**sub, **defs})
-        for key, sub in schema["task_keywords"].items()
-    }
+    return {key: jsonschema.Draft202012Validator({**sub, **defs}) for key, sub in schema["task_keywords"].items()}
 
 
 def task_keywords() -> frozenset[str]:
@@ -105,7 +102,9 @@ def load_playbook(path: str | Path) -> Playbook:
         raise ValidationError("the playbook is empty", file=name)
     if not isinstance(data, list):
         raise ValidationError("a playbook is a list of plays (it starts with '- hosts: ...')", file=name, line=1)
-    errors = sorted(jsonschema.Draft202012Validator(playbook_schema()).iter_errors(data), key=lambda e: list(e.absolute_path))
+    errors = sorted(
+        jsonschema.Draft202012Validator(playbook_schema()).iter_errors(data), key=lambda e: list(e.absolute_path)
+    )
     if errors:
         raise schema_error(data, errors[0], "playbook")
     base = Path(path).parent
@@ -156,7 +155,11 @@ def _step(data: Any, inherited: TaskOptions, parent: Any, index: int) -> Step:
 def _block(data: Any, inherited: TaskOptions) -> Block:
     unknown = sorted(set(data) - BLOCK_KEYS)
     if unknown:
-        raise fail(data, unknown[0], f"'{unknown[0]}' is not allowed on a block{registry.suggest(unknown[0], sorted(BLOCK_KEYS))}")
+        raise fail(
+            data,
+            unknown[0],
+            f"'{unknown[0]}' is not allowed on a block{registry.suggest(unknown[0], sorted(BLOCK_KEYS))}",
+        )
     _check_keywords(data, [k for k in data if k in task_keywords()])
     options = _options(data, inherited)
 
@@ -259,7 +262,9 @@ def _validate_static_args(spec: registry.ModuleSpec, args: Mapping[str, Any], da
         if templating.contains_template(error.instance) or _under_template(args, error.absolute_path):
             continue
         holder = args if isinstance(args, LocatedDict) else data
-        raise schema_error(holder, error, module) if holder is args else fail(data, module, f"{module}: {_short(error)}")
+        raise (
+            schema_error(holder, error, module) if holder is args else fail(data, module, f"{module}: {_short(error)}")
+        )
 
 
 def _under_template(args: Any, path: Any) -> bool:

@@ -44,9 +44,7 @@ class ModuleSpec:
 
 @cache
 def module_names() -> tuple[str, ...]:
-    return tuple(
-        sorted(p.stem for p in MODULE_DIR.glob("*.py") if not p.stem.startswith("_"))
-    )
+    return tuple(sorted(p.stem for p in MODULE_DIR.glob("*.py") if not p.stem.startswith("_")))
 
 
 def suggest(name: str, candidates: tuple[str, ...] | list[str]) -> str:

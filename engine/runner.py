@@ -15,14 +15,27 @@ from engine import templating
 from engine.connection.base import Connection
 from engine.connection.factory import open_connection
 from engine.errors import (
-    EXIT_INTERRUPTED, EXIT_OK, EXIT_TASK_FAILED, EXIT_UNREACHABLE, HostUnreachable, RiggerError,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TASK_FAILED,
+    EXIT_UNREACHABLE,
+    HostUnreachable,
+    RiggerError,
     ValidationError,
 )
 from engine.executor import ExecOptions, Outcome, TaskRunner
 from engine.inventory import select_hosts
 from engine.model import Block, Inventory, Play, Playbook, Step, Task
 from engine.output.events import (
-    COUNTERS, Event, HostResult, Notice, PlayStarted, Progress, Recap, TaskFinished, TaskStarted,
+    COUNTERS,
+    Event,
+    HostResult,
+    Notice,
+    PlayStarted,
+    Progress,
+    Recap,
+    TaskFinished,
+    TaskStarted,
 )
 from engine.yamlload import load_file
 
@@ -136,7 +149,13 @@ class Runner:
         names = self._select(play)
         self.emit(PlayStarted(play.name, tuple(names), self.options.check_mode))
         if not names:
-            self.emit(Notice("warning", f"no hosts matched '{play.hosts}'" + (f" with --limit {self.options.limit}" if self.options.limit else "")))
+            self.emit(
+                Notice(
+                    "warning",
+                    f"no hosts matched '{play.hosts}'"
+                    + (f" with --limit {self.options.limit}" if self.options.limit else ""),
+                )
+            )
             return
         play_vars = self._play_vars(play, playbook)
         for name in names:
@@ -277,7 +296,10 @@ class Runner:
         def run_on(host: HostRun) -> Outcome:
             scope = templating.Scope(host.inventory_vars, host.data, self.options.extra_vars)
             runner = TaskRunner(
-                task, host.name, host.conn, scope,
+                task,
+                host.name,
+                host.conn,
+                scope,
                 ExecOptions(check_mode=self.options.check_mode, verbosity=self.options.verbosity),
                 lambda message: self.emit(Progress(host.name, task.display_name, message)),
             )
@@ -331,7 +353,11 @@ class _Limits:
             return "any_errors_fatal: a host failed, stopping the play"
         if self.play.max_fail_percentage is not None:
             pct = failed * 100.0 / self.batch_size
-            return f"max_fail_percentage {self.play.max_fail_percentage:g}% exceeded ({failed}/{self.batch_size} = {pct:.0f}%), stopping the play"
+            limit = self.play.max_fail_percentage
+            return (
+                f"max_fail_percentage {limit:g}% exceeded "
+                f"({failed}/{self.batch_size} = {pct:.0f}%), stopping the play"
+            )
         return "every host in the batch failed, stopping the play"
 
 

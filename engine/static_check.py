@@ -19,10 +19,19 @@ from engine.errors import ValidationError
 from engine.model import Block, Inventory, Play, Playbook, Step, Task
 from engine.yamlload import load_file
 
-MAGIC = frozenset({
-    "inventory_hostname", "group_names", "groups", "ansible_check_mode", "ansible_diff_mode",
-    "playbook_dir", "facts", "hostvars", "omit",
-})
+MAGIC = frozenset(
+    {
+        "inventory_hostname",
+        "group_names",
+        "groups",
+        "ansible_check_mode",
+        "ansible_diff_mode",
+        "playbook_dir",
+        "facts",
+        "hostvars",
+        "omit",
+    }
+)
 _ENV = jinja2.Environment()
 
 

@@ -48,7 +48,6 @@ def _configure(env: SandboxedEnvironment) -> SandboxedEnvironment:
 _TEXT = _configure(SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True))
 
 
-
 @lru_cache(maxsize=4096)
 def _compile(source: str, native: bool) -> jinja2.Template:
     """A single ``{{ expr }}`` becomes ``{% set %}`` so the value keeps its type."""
@@ -157,7 +156,7 @@ def _render_string(source: str, scope: Mapping[str, Any]) -> Any:
     template = _compile(source, native)
     try:
         context = template.new_context(scope, shared=True)  # type: ignore[arg-type]
-        rendered = _TEXT.concat(template.root_render_func(context))  # type: ignore[attr-defined]
+        rendered = _TEXT.concat(template.root_render_func(context))
         value = context.vars[_RESULT] if native else rendered
         if isinstance(value, jinja2.Undefined):
             str(value)

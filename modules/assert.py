@@ -17,10 +17,17 @@ SCHEMA = {
     "additionalProperties": False,
     "required": ["that"],
     "properties": {
-        "that": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": ["string", "boolean"]}}], "description": "A condition or a list of conditions (Jinja expressions without braces)."},
+        "that": {
+            "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": ["string", "boolean"]}}],
+            "description": "A condition or a list of conditions (Jinja expressions without braces).",
+        },
         "msg": {"type": "string", "description": "Message when a condition is false."},
         "fail_msg": {"type": "string", "description": "Alias of msg."},
-        "success_msg": {"type": "string", "default": "All assertions passed", "description": "Message when all conditions hold."},
+        "success_msg": {
+            "type": "string",
+            "default": "All assertions passed",
+            "description": "Message when all conditions hold.",
+        },
     },
 }
 

@@ -21,9 +21,21 @@ SCHEMA = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "cmd": {"type": "string", "description": "The command line, split into arguments without a shell (unless shell is true)."},
-        "argv": {"type": "array", "items": {"type": "string"}, "minItems": 1, "description": "The command as a list of arguments; nothing is split or quoted."},
-        "shell": {"type": "boolean", "default": False, "description": "Run cmd through /bin/sh -c (pipes, globs, redirections)."},
+        "cmd": {
+            "type": "string",
+            "description": "The command line, split into arguments without a shell (unless shell is true).",
+        },
+        "argv": {
+            "type": "array",
+            "items": {"type": "string"},
+            "minItems": 1,
+            "description": "The command as a list of arguments; nothing is split or quoted.",
+        },
+        "shell": {
+            "type": "boolean",
+            "default": False,
+            "description": "Run cmd through /bin/sh -c (pipes, globs, redirections).",
+        },
         "chdir": {"type": "string", "description": "Directory to run the command in."},
         "creates": {"type": "string", "description": "Skip the command when this path exists."},
         "removes": {"type": "string", "description": "Skip the command when this path does not exist."},
@@ -84,4 +96,3 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     if result.rc != 0:
         raise TaskFailed(f"non-zero return code {result.rc}\n{result.tail()}".rstrip(), data)
     return Result(changed=True, data=data)
-

@@ -13,9 +13,36 @@ from typing import Any
 from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
 
 PROTECTED = frozenset(
-    {"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
-     "/media", "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp",
-     "/usr", "/var", "/usr/bin", "/usr/lib", "/usr/local", "/usr/sbin", "/var/lib", "/var/log"}
+    {
+        "/",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/media",
+        "/mnt",
+        "/opt",
+        "/proc",
+        "/root",
+        "/run",
+        "/sbin",
+        "/srv",
+        "/sys",
+        "/tmp",
+        "/usr",
+        "/var",
+        "/usr/bin",
+        "/usr/lib",
+        "/usr/local",
+        "/usr/sbin",
+        "/var/lib",
+        "/var/log",
+    }
 )
 
 SCHEMA = {
@@ -23,7 +50,11 @@ SCHEMA = {
     "additionalProperties": False,
     "required": ["path"],
     "properties": {
-        "path": {"type": "string", "minLength": 1, "description": "Absolute path to remove (a file, a symlink, or a directory and everything under it)."},
+        "path": {
+            "type": "string",
+            "minLength": 1,
+            "description": "Absolute path to remove (a file, a symlink, or a directory and everything under it).",
+        },
     },
 }
 

@@ -22,9 +22,21 @@ SCHEMA = {
     "properties": {
         "path": {"type": "string", "description": "Absolute path of the file on the host."},
         "content": {"type": "string", "description": "The exact content to write."},
-        "template": {"type": "string", "description": "A Jinja template on the controller (relative to the playbook), rendered with the task's variables."},
-        "mode": {"type": "string", "pattern": "^0?[0-7]{3,4}$", "description": "File mode as an octal string, e.g. '0644'."},
-        "backup": {"type": "boolean", "default": True, "description": "Keep the previous version as PATH.TIMESTAMP.bak."},
+        "template": {
+            "type": "string",
+            "description": "A Jinja template on the controller (relative to the playbook), "
+            "rendered with the task's variables.",
+        },
+        "mode": {
+            "type": "string",
+            "pattern": "^0?[0-7]{3,4}$",
+            "description": "File mode as an octal string, e.g. '0644'.",
+        },
+        "backup": {
+            "type": "boolean",
+            "default": True,
+            "description": "Keep the previous version as PATH.TIMESTAMP.bak.",
+        },
     },
     "oneOf": [{"required": ["content"]}, {"required": ["template"]}],
 }

@@ -37,13 +37,18 @@ class RiggerRun:
         return sum(counts[key] for counts in self.recap.values())
 
 
-def run_rigger(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-               timeout_s: float = 300) -> RiggerRun:
+def run_rigger(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout_s: float = 300
+) -> RiggerRun:
     """Run the real CLI; with --output jsonl the events are parsed."""
     full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     proc = subprocess.run(
         [sys.executable, "-m", "engine.cli", *args],
-        cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout_s,
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
     )
     events = []
     if "jsonl" in args:

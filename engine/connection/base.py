@@ -46,7 +46,8 @@ class RunOptions:
 class Connection(Protocol):
     """What a transport provides. argv lists only: quoting happens inside SSH."""
 
-    host_name: str
+    @property
+    def host_name(self) -> str: ...
 
     def run(
         self,
@@ -63,13 +64,9 @@ class Connection(Protocol):
 
     def read_file(self, path: str, *, sudo: bool = False) -> bytes | None: ...
 
-    def write_file(
-        self, path: str, data: bytes, *, mode: int | None = None, sudo: bool = False
-    ) -> None: ...
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: bool = False) -> None: ...
 
-    def run_probe(
-        self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool = False
-    ) -> dict[str, Any]: ...
+    def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool = False) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
 
@@ -138,22 +135,16 @@ class ScopedConnection:
     def read_file(self, path: str, *, sudo: bool | None = None) -> bytes | None:
         return self.inner.read_file(path, sudo=self.scope.become if sudo is None else sudo)
 
-    def write_file(
-        self, path: str, data: bytes, *, mode: int | None = None, sudo: bool | None = None
-    ) -> None:
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: bool | None = None) -> None:
         self._refuse(f"write {path}")
-        self.inner.write_file(
-            path, data, mode=mode, sudo=self.scope.become if sudo is None else sudo
-        )
+        self.inner.write_file(path, data, mode=mode, sudo=self.scope.become if sudo is None else sudo)
 
     def run_probe(
         self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool | None = None
     ) -> dict[str, Any]:
         if probe_mutates(name):
             self._refuse(f"probe {name}")
-        return self.inner.run_probe(
-            name, args, sudo=self.scope.become if sudo is None else sudo
-        )
+        return self.inner.run_probe(name, args, sudo=self.scope.become if sudo is None else sudo)
 
     def close(self) -> None:
         self.inner.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import signal
 import subprocess
@@ -89,18 +90,14 @@ class LocalConnection:
         except FileNotFoundError:
             return None
 
-    def write_file(
-        self, path: str, data: bytes, *, mode: int | None = None, sudo: bool = False
-    ) -> None:
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: bool = False) -> None:
         if _needs_sudo(sudo):
             payload = {"op": "write", "path": path, "data": base64.b64encode(data).decode(), "mode": mode}
             self.run_probe("fileio", payload, sudo=True)
             return
         atomic_write(path, data, mode)
 
-    def run_probe(
-        self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool = False
-    ) -> dict[str, Any]:
+    def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool = False) -> dict[str, Any]:
         if not _needs_sudo(sudo):
             return probes.run_in_process(name, dict(args or {}))
         import json
@@ -126,10 +123,8 @@ def _feed_stdin(pipe: Any, data: bytes) -> None:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait()
 
 

@@ -10,12 +10,29 @@ from typing import TextIO
 
 from engine.module_api import Diff
 from engine.output.events import (
-    COUNTERS, Event, HostResult, Notice, PlayStarted, Progress, Recap, TaskFinished, TaskStarted,
+    COUNTERS,
+    Event,
+    HostResult,
+    Notice,
+    PlayStarted,
+    Progress,
+    Recap,
+    TaskFinished,
+    TaskStarted,
 )
 
 _COLOURS = {
-    "ok": "32", "changed": "33", "failed": "31", "unreachable": "1;31", "skipped": "36",
-    "rescued": "35", "ignored": "35", "warning": "35", "+": "32", "-": "31", "@": "36",
+    "ok": "32",
+    "changed": "33",
+    "failed": "31",
+    "unreachable": "1;31",
+    "skipped": "36",
+    "rescued": "35",
+    "ignored": "35",
+    "warning": "35",
+    "+": "32",
+    "-": "31",
+    "@": "36",
 }
 
 

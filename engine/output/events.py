@@ -48,9 +48,18 @@ class HostResult:
         if not self.no_log:
             return self
         return HostResult(
-            host=self.host, task=self.task, status=self.status, changed=self.changed,
-            msg=HIDDEN, diffs=(), data={"censored": HIDDEN}, warnings=self.warnings,
-            duration_s=self.duration_s, item=None, ignored=self.ignored, no_log=True,
+            host=self.host,
+            task=self.task,
+            status=self.status,
+            changed=self.changed,
+            msg=HIDDEN,
+            diffs=(),
+            data={"censored": HIDDEN},
+            warnings=self.warnings,
+            duration_s=self.duration_s,
+            item=None,
+            ignored=self.ignored,
+            no_log=True,
             location=self.location,
         )
 

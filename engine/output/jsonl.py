@@ -8,7 +8,14 @@ from dataclasses import asdict
 from typing import Any, TextIO
 
 from engine.output.events import (
-    Event, HostResult, Notice, PlayStarted, Progress, Recap, TaskFinished, TaskStarted,
+    Event,
+    HostResult,
+    Notice,
+    PlayStarted,
+    Progress,
+    Recap,
+    TaskFinished,
+    TaskStarted,
 )
 
 _NAMES = {
@@ -27,8 +34,12 @@ def event_dict(event: Event) -> dict[str, Any]:
         event = event.masked()
     body = asdict(event)
     if isinstance(event, Recap):
-        body = {"hosts": body["stats"], "duration_s": round(event.duration_s, 3),
-                "check_mode": event.check_mode, "stopped": body["stopped"]}
+        body = {
+            "hosts": body["stats"],
+            "duration_s": round(event.duration_s, 3),
+            "check_mode": event.check_mode,
+            "stopped": body["stopped"],
+        }
     return {"event": _NAMES[type(event)], **body}
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _USES = re.compile(r"^USES\s*=\s*\(([^)]*)\)", re.MULTILINE)
 _MUTATES = re.compile(r"^MUTATES\s*=\s*True\b", re.MULTILINE)
 
-_BOOTSTRAP = r'''
+_BOOTSTRAP = r"""
 import json as _json, sys as _sys
 _SOURCES = %(sources)s
 _LOADED = {}
@@ -46,14 +46,14 @@ try:
     _emit({"ok": call(%(entry)r, _args)})
 except Exception as _exc:
     _emit({"error": type(_exc).__name__ + ": " + str(_exc)})
-'''
+"""
 
 
 class ProbeError(RiggerError):
     """A probe failed on the host, or answered something that is not a probe result."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def probe_source(name: str) -> str:
     if not _NAME.match(name):
         raise ProbeError(f"invalid probe name {name!r}")
@@ -86,13 +86,13 @@ def _closure(name: str) -> dict[str, str]:
     return sources
 
 
-@lru_cache(maxsize=None)
+@cache
 def program(name: str) -> str:
     """The whole program to run with the host's python (``python3 -c PROGRAM``)."""
     return _BOOTSTRAP % {"sources": repr(_closure(name)), "marker": RESULT_MARKER, "entry": name}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _compiled(name: str) -> Any:
     return {probe: compile(src, f"<probe {probe}>", "exec") for probe, src in _closure(name).items()}
 
@@ -105,7 +105,7 @@ def run_in_process(name: str, args: dict[str, Any]) -> dict[str, Any]:
     def call(probe: str, probe_args: dict[str, Any] | None = None) -> Any:
         if probe not in loaded:
             namespace: dict[str, Any] = {"__name__": f"rigger_probe_{probe}", "call": call}
-            exec(codes[probe], namespace)  # noqa: S102 - our own probe source
+            exec(codes[probe], namespace)
             loaded[probe] = namespace
         return loaded[probe]["main"](dict(probe_args or {}))
 

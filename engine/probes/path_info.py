@@ -1,5 +1,6 @@
 """Read-only facts about paths: existence, type, mode, size (recursive when asked)."""
 
+import contextlib
 import os
 import stat
 
@@ -8,10 +9,8 @@ def _tree_bytes(path):
     total = 0
     for root, dirs, files in os.walk(path, followlinks=False):
         for name in files + dirs:
-            try:
+            with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                pass
     return total
 
 
@@ -22,11 +21,19 @@ def _info(path, recursive):
         return {"exists": False}
     except OSError as exc:
         return {"exists": None, "error": str(exc)}
-    kind = "symlink" if stat.S_ISLNK(st.st_mode) else "dir" if stat.S_ISDIR(st.st_mode) else "file" if stat.S_ISREG(st.st_mode) else "other"
+    kind = (
+        "symlink"
+        if stat.S_ISLNK(st.st_mode)
+        else "dir"
+        if stat.S_ISDIR(st.st_mode)
+        else "file"
+        if stat.S_ISREG(st.st_mode)
+        else "other"
+    )
     info = {
         "exists": True,
         "type": kind,
-        "mode": "0%o" % stat.S_IMODE(st.st_mode),
+        "mode": f"0{stat.S_IMODE(st.st_mode):o}",
         "size": st.st_size,
         "uid": st.st_uid,
         "mtime": st.st_mtime,

@@ -74,7 +74,7 @@ def test_ensure_absent_removes_tree_and_reports_bytes(tmp_path):
     target = tmp_path / "weights"
     (target / "sub").mkdir(parents=True)
     (target / "sub" / "shard").write_bytes(b"0" * 10_000)
-    change, result, again = converge("ensure_absent", {"path": str(target)})
+    _, result, again = converge("ensure_absent", {"path": str(target)})
     assert result.data["bytes_freed"] >= 10_000
     assert not target.exists() and isinstance(again, Unchanged)
 

@@ -22,48 +22,84 @@ def _playbook(marker, body: str) -> str:
 
 
 CASES = {
-    "duplicate_key": ("""\
+    "duplicate_key": (
+        """\
             - name: dup
               command: echo a
               command: echo b
-        """, "duplicate key 'command'", 8),
-    "unknown_keyword": ("""\
+        """,
+        "duplicate key 'command'",
+        8,
+    ),
+    "unknown_keyword": (
+        """\
             - name: typo
               command: echo a
               regsiter: out
-        """, "did you mean 'register'", 8),
-    "misspelled_module": ("""\
+        """,
+        "did you mean 'register'",
+        8,
+    ),
+    "misspelled_module": (
+        """\
             - name: typo
               ensure_absnet: {path: /tmp/x}
-        """, "did you mean 'ensure_absent'", 7),
-    "yaml11_no": ("""\
+        """,
+        "did you mean 'ensure_absent'",
+        7,
+    ),
+    "yaml11_no": (
+        """\
             - name: octal mode
               write_file: {path: /tmp/x, content: a, mode: NO}
-        """, "quote it", 7),
-    "yaml11_octal": ("""\
+        """,
+        "quote it",
+        7,
+    ),
+    "yaml11_octal": (
+        """\
             - name: octal mode
               write_file:
                 path: /tmp/x
                 content: a
                 mode: 0644
-        """, "quote it: '0644'", 10),
-    "undefined_variable": ("""\
+        """,
+        "quote it: '0644'",
+        10,
+    ),
+    "undefined_variable": (
+        """\
             - name: undefined
               command: "echo {{ model_dri }}"
-        """, "undefined variable 'model_dri'", 7),
-    "bad_jinja": ("""\
+        """,
+        "undefined variable 'model_dri'",
+        7,
+    ),
+    "bad_jinja": (
+        """\
             - name: bad jinja
               command: "echo {{ x | }}"
-        """, "template syntax error", 7),
-    "bad_when": ("""\
+        """,
+        "template syntax error",
+        7,
+    ),
+    "bad_when": (
+        """\
             - name: bad when
               command: echo a
               when: "x ==="
-        """, "when", 8),
-    "wrong_type": ("""\
+        """,
+        "when",
+        8,
+    ),
+    "wrong_type": (
+        """\
             - name: wrong type
               command: {argv: "not a list"}
-        """, "argv", 7),
+        """,
+        "argv",
+        7,
+    ),
 }
 
 

@@ -14,7 +14,8 @@ from engine.inventory import load_inventory, select_hosts
 def yaml_inventory(tmp_path):
     (tmp_path / "group_vars").mkdir()
     (tmp_path / "host_vars").mkdir()
-    (tmp_path / "hosts.yml").write_text(textwrap.dedent("""\
+    (tmp_path / "hosts.yml").write_text(
+        textwrap.dedent("""\
         all:
           vars: {level: all, port: 8000}
           children:
@@ -31,7 +32,8 @@ def yaml_inventory(tmp_path):
             bastion:
               hosts:
                 jump1: {ansible_user: ops}
-        """))
+        """)
+    )
     (tmp_path / "group_vars" / "blackwell.yml").write_text("kv: auto\n")
     (tmp_path / "host_vars" / "gpu04.yml").write_text("level: host_vars\n")
     return tmp_path / "hosts.yml"
@@ -56,7 +58,8 @@ def test_precedence_all_then_parent_then_child_then_host(yaml_inventory):
 
 def test_ini_format(tmp_path):
     path = tmp_path / "hosts"
-    path.write_text(textwrap.dedent("""\
+    path.write_text(
+        textwrap.dedent("""\
         [gpu]
         gpu-a ansible_host=10.1.0.1 ansible_port=2222 ansible_user=ops
         gpu-b ansible_host=10.1.0.2
@@ -67,7 +70,8 @@ def test_ini_format(tmp_path):
 
         [fleet:children]
         gpu
-        """))
+        """)
+    )
     inv = load_inventory([str(path)])
     assert inv.hosts["gpu-a"].vars["ansible_port"] == 2222
     assert inv.hosts["gpu-b"].vars["tp"] == 8

@@ -35,7 +35,7 @@ def workload(tmp_path):
         "    - name: config\n"
         "      write_file:\n"
         "        path: '{{ tree }}/config.json'\n"
-        "        content: \"{\\\"kv\\\": \\\"auto\\\"}\\n\"\n"
+        '        content: "{\\"kv\\": \\"auto\\"}\\n"\n'
         "        mode: '0600'\n"
         "      notify: config changed\n"
         "    - name: motd\n"
@@ -65,7 +65,7 @@ def test_first_run_changes_second_run_changes_nothing(rigger, workload):
     assert oct((tree / "config.json").stat().st_mode & 0o777) == "0o600"
     assert not (tree / "old-weights").exists()
     assert (tree / "handler-ran").exists()
-    freed = [r for r in first.results("old weights")][0]["data"]["bytes_freed"]
+    freed = first.results("old weights")[0]["data"]["bytes_freed"]
     assert freed >= 4096
     second = rigger("run", str(book), "--output", "jsonl")
     assert second.rc == 0
@@ -94,37 +94,48 @@ def test_write_file_keeps_a_backup(rigger, workload):
 
 
 def test_text_output_groups_identical_diffs(rigger, tmp_path):
-    inv = write(tmp_path / "hosts.yml", """\
+    inv = write(
+        tmp_path / "hosts.yml",
+        """\
         all:
           hosts:
             a: {ansible_connection: local}
             b: {ansible_connection: local}
-        """)
-    book = write(tmp_path / "p.yml", f"""\
+        """,
+    )
+    book = write(
+        tmp_path / "p.yml",
+        f"""\
         - hosts: all
           gather_facts: false
           tasks:
             - write_file:
                 path: "{tmp_path}/{{{{ inventory_hostname }}}}.txt"
                 content: "same\\n"
-        """)
+        """,
+    )
     run = rigger("run", str(book), "-i", str(inv), "--check", "--diff")
     assert run.rc == 0
     assert "changed: [a]" in run.stdout and "changed: [b]" in run.stdout
     assert run.stdout.count("+same") == 2  # different paths: two diffs
-    book2 = write(tmp_path / "p2.yml", f"""\
+    book2 = write(
+        tmp_path / "p2.yml",
+        f"""\
         - hosts: all
           gather_facts: false
           tasks:
             - write_file: {{path: "{tmp_path}/shared.txt", content: "same\\n"}}
-        """)
+        """,
+    )
     run2 = rigger("run", str(book2), "-i", str(inv), "--check", "--diff")
     assert run2.stdout.count("+same") == 1 and "diff on a, b" in run2.stdout
 
 
 def test_block_rescue_always_order_and_recap(rigger, tmp_path):
     log = tmp_path / "order.log"
-    book = write(tmp_path / "p.yml", f"""\
+    book = write(
+        tmp_path / "p.yml",
+        f"""\
         - hosts: localhost
           gather_facts: false
           tasks:
@@ -138,7 +149,8 @@ def test_block_rescue_always_order_and_recap(rigger, tmp_path):
               always:
                 - command: sh -c "echo always >> {log}"
             - command: sh -c "echo after >> {log}"
-        """.replace("                  args_placeholder: 1\n", ""))
+        """.replace("                  args_placeholder: 1\n", ""),
+    )
     run = rigger("run", str(book), "--output", "jsonl")
     assert run.rc == 0, run.stdout
     assert log.read_text().split() == ["block", "rescue", "always", "after"]
@@ -147,7 +159,9 @@ def test_block_rescue_always_order_and_recap(rigger, tmp_path):
 
 def test_failure_without_rescue_runs_always_then_stops_host(rigger, tmp_path):
     log = tmp_path / "order.log"
-    book = write(tmp_path / "p.yml", f"""\
+    book = write(
+        tmp_path / "p.yml",
+        f"""\
         - hosts: localhost
           gather_facts: false
           tasks:
@@ -156,14 +170,17 @@ def test_failure_without_rescue_runs_always_then_stops_host(rigger, tmp_path):
               always:
                 - command: sh -c "echo always >> {log}"
             - command: sh -c "echo after >> {log}"
-        """)
+        """,
+    )
     run = rigger("run", str(book), "--output", "jsonl")
     assert run.rc == 2
     assert log.read_text().split() == ["always"]
 
 
 def test_handlers_fire_only_when_notified_by_a_change(rigger, tmp_path):
-    book = write(tmp_path / "p.yml", f"""\
+    book = write(
+        tmp_path / "p.yml",
+        f"""\
         - hosts: localhost
           gather_facts: false
           tasks:
@@ -178,7 +195,8 @@ def test_handlers_fire_only_when_notified_by_a_change(rigger, tmp_path):
               command: touch {tmp_path}/first
             - name: third
               command: touch {tmp_path}/third
-        """)
+        """,
+    )
     run = rigger("run", str(book), "--output", "jsonl")
     handler_tasks = [e["name"] for e in run.events if e["event"] == "task_start" and e["handler"]]
     assert handler_tasks == ["second", "first"]  # definition order, once each
@@ -190,7 +208,9 @@ def test_handlers_fire_only_when_notified_by_a_change(rigger, tmp_path):
 
 def test_loop_register_when_until_and_set_fact(rigger, tmp_path):
     counter = tmp_path / "count"
-    book = write(tmp_path / "p.yml", f"""\
+    book = write(
+        tmp_path / "p.yml",
+        f"""\
         - hosts: localhost
           tasks:
             - command: "echo {{{{ item }}}}"
@@ -200,7 +220,8 @@ def test_loop_register_when_until_and_set_fact(rigger, tmp_path):
               changed_when: false
               when: item != 'b'
             - set_fact:
-                letters: "{{{{ echoed.results | selectattr('skipped', 'equalto', false) | map(attribute='stdout') | map('trim') | list }}}}"
+                letters: "{{{{ echoed.results | selectattr('skipped', 'equalto', false)
+                           | map(attribute='stdout') | map('trim') | list }}}}"
             - assert:
                 that: ["letters == ['a', 'c']", "facts.cpu_count > 0"]
             - command: sh -c 'echo x >> {counter}; wc -l < {counter}'
@@ -208,7 +229,8 @@ def test_loop_register_when_until_and_set_fact(rigger, tmp_path):
               until: n.stdout | int >= 3
               retries: 5
               delay: 0
-        """).read_text()
+        """,
+    ).read_text()
     write(tmp_path / "p.yml", book.replace("loop_var: letter_item", "loop_var: item"))
     run = rigger("run", str(tmp_path / "p.yml"), "--output", "jsonl")
     assert run.rc == 0, run.stdout
@@ -216,7 +238,9 @@ def test_loop_register_when_until_and_set_fact(rigger, tmp_path):
 
 
 def test_failed_when_ignore_errors_and_exit_codes(rigger, tmp_path):
-    book = write(tmp_path / "p.yml", """\
+    book = write(
+        tmp_path / "p.yml",
+        """\
         - hosts: localhost
           gather_facts: false
           tasks:
@@ -225,7 +249,8 @@ def test_failed_when_ignore_errors_and_exit_codes(rigger, tmp_path):
               failed_when: "'ERROR' in out.stdout"
               ignore_errors: true
             - command: "true"
-        """)
+        """,
+    )
     run = rigger("run", str(book), "--output", "jsonl")
     assert run.rc == 0
     assert run.recap["localhost"]["ignored"] == 1 and run.recap["localhost"]["failed"] == 0
@@ -234,20 +259,25 @@ def test_failed_when_ignore_errors_and_exit_codes(rigger, tmp_path):
 
 
 def test_no_log_masks_output(rigger, tmp_path):
-    book = write(tmp_path / "p.yml", """\
+    book = write(
+        tmp_path / "p.yml",
+        """\
         - hosts: localhost
           gather_facts: false
           tasks:
             - command: echo hunter2-secret
               no_log: true
-        """)
+        """,
+    )
     for args in (("--output", "jsonl"), ("-v",)):
         run = rigger("run", str(book), *args)
         assert run.rc == 0 and "hunter2-secret" not in run.stdout + run.stderr
 
 
 def test_tags_and_skip_tags(rigger, tmp_path):
-    book = write(tmp_path / "p.yml", f"""\
+    book = write(
+        tmp_path / "p.yml",
+        f"""\
         - hosts: localhost
           gather_facts: false
           tasks:
@@ -257,7 +287,8 @@ def test_tags_and_skip_tags(rigger, tmp_path):
               tags: [b]
             - command: touch {tmp_path}/always
               tags: [always]
-        """)
+        """,
+    )
     rigger("run", str(book), "-t", "a")
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == "") == ["a", "always"]
     rigger("run", str(book), "--skip-tags", "a,always")
@@ -267,7 +298,9 @@ def test_tags_and_skip_tags(rigger, tmp_path):
 def test_extra_vars_win_and_vars_files_beat_play_vars(rigger, tmp_path):
     write(tmp_path / "vars.yml", "who: vars_file\nother: from_file\n")
     write(tmp_path / "extra.yml", "extra_from_file: yes-it-is\n")
-    book = write(tmp_path / "p.yml", f"""\
+    book = write(
+        tmp_path / "p.yml",
+        f"""\
         - hosts: localhost
           gather_facts: false
           vars: {{who: play, other: play}}
@@ -277,7 +310,8 @@ def test_extra_vars_win_and_vars_files_beat_play_vars(rigger, tmp_path):
             - write_file:
                 path: {tmp_path}/out
                 content: "{{{{ who }}}} {{{{ other }}}} {{{{ extra_from_file }}}}"
-        """)
+        """,
+    )
     assert rigger("run", str(book), "-e", "@" + str(tmp_path / "extra.yml")).rc == 0
     assert (tmp_path / "out").read_text() == "vars_file set_fact yes-it-is"
     assert rigger("run", str(book), "-e", "who=cli other=cli", "-e", '{"extra_from_file": "json"}').rc == 0
@@ -285,11 +319,14 @@ def test_extra_vars_win_and_vars_files_beat_play_vars(rigger, tmp_path):
 
 
 def test_runtime_undefined_attribute_fails_the_task_naming_it(rigger, tmp_path):
-    book = write(tmp_path / "p.yml", """\
+    book = write(
+        tmp_path / "p.yml",
+        """\
         - hosts: localhost
           tasks:
             - debug: {msg: "{{ facts.gpuz }}"}
-        """)
+        """,
+    )
     run = rigger("run", str(book), "--output", "jsonl")
     assert run.rc == 2
     assert "gpuz" in run.results("debug")[0]["msg"]
@@ -303,7 +340,9 @@ def local_fleet(tmp_path):
 
 def _fail_on(tmp_path, names, extra_play=""):
     cond = " or ".join(f"inventory_hostname == '{n}'" for n in names) or "false"
-    return write(tmp_path / "p.yml", f"""\
+    return write(
+        tmp_path / "p.yml",
+        f"""\
         - hosts: all
           gather_facts: false
           {extra_play}
@@ -311,17 +350,21 @@ def _fail_on(tmp_path, names, extra_play=""):
             - command: "false"
               when: "{cond}"
             - command: touch {tmp_path}/done-{{{{ inventory_hostname }}}}
-        """)
+        """,
+    )
 
 
 def test_serial_batches_run_in_order(rigger, tmp_path, local_fleet):
-    book = write(tmp_path / "p.yml", """\
+    book = write(
+        tmp_path / "p.yml",
+        """\
         - hosts: all
           gather_facts: false
           serial: [1, 3, "50%"]
           tasks:
             - debug: {msg: "{{ inventory_hostname }}"}
-        """)
+        """,
+    )
     run = rigger("run", str(book), "-i", str(local_fleet), "--output", "jsonl")
     order = [r["host"] for r in run.results()]
     assert order[:1] == ["h1"] and sorted(order[1:4]) == ["h2", "h3", "h4"]
