@@ -84,6 +84,7 @@ class Runner:
         self.stopped_at: dict[str, str] = {}
         self._connections: dict[str, Connection] = {}
         self._interrupted = threading.Event()
+        self._in_flight: dict[str, str] = {}
 
     def emit(self, event: Event) -> None:
         with self._emit_lock:
@@ -112,8 +113,10 @@ class Runner:
                 self._play(play, playbook)
         except KeyboardInterrupt:
             self._interrupted.set()
-            self.emit(Notice("error", "interrupted: no new tasks started; running commands ended"))
             self.close()
+            for host, task in self._in_flight.items():
+                self.stopped_at[host] = f"interrupted during '{task}'"
+            self.emit(Notice("error", "interrupted: no new tasks started; running commands ended"))
         finally:
             self.close()
         self.emit(Recap(self.stats, time.monotonic() - started, self.options.check_mode, self.stopped_at))
@@ -292,6 +295,7 @@ class Runner:
         if not hosts or not self._selected_by_tags(task):
             return
         self.emit(TaskStarted(task.display_name, task.module, str(task.location), handler))
+        self._in_flight = {h.name: task.display_name for h in hosts}
 
         def run_on(host: HostRun) -> Outcome:
             scope = templating.Scope(host.inventory_vars, host.data, self.options.extra_vars)

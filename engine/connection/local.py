@@ -8,9 +8,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine import probes
@@ -30,6 +31,8 @@ def _needs_sudo(sudo: bool) -> bool:
 class LocalConnection:
     host_name: str = "localhost"
     python: str = sys.executable
+    _running: set[subprocess.Popen[bytes]] = field(default_factory=set, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def run(
         self,
@@ -62,7 +65,16 @@ class LocalConnection:
             _feed_stdin(proc.stdin, stdin)
         assert proc.stdout is not None and proc.stderr is not None
         deadline = None if timeout_s is None else started + timeout_s
-        buffers, timed_out = drain({"stdout": proc.stdout, "stderr": proc.stderr}, deadline)
+        with self._lock:
+            self._running.add(proc)
+        try:
+            buffers, timed_out = drain({"stdout": proc.stdout, "stderr": proc.stderr}, deadline)
+        except BaseException:  # interrupted: the command must not outlive the run
+            _kill_group(proc)
+            raise
+        finally:
+            with self._lock:
+                self._running.discard(proc)
         if timed_out:
             _kill_group(proc)
             raise CommandFailed(
@@ -111,7 +123,11 @@ class LocalConnection:
         return probes.parse_output(name, result.stdout, result.stderr)
 
     def close(self) -> None:
-        return None
+        """End commands still running (Ctrl-C): they run in their own session."""
+        with self._lock:
+            running = list(self._running)
+        for proc in running:
+            _kill_group(proc)
 
 
 def _feed_stdin(pipe: Any, data: bytes) -> None:
