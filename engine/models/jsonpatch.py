@@ -172,6 +172,9 @@ def keypath_diff(before: Any, after: Any, prefix: str = "") -> list[str]:
                 lines.extend(keypath_diff(before[key], after[key], f"{path}."))
         lines.extend(f"+ {prefix}{key}" for key in after if key not in before)
         return lines
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        return [line for index, (old, new) in enumerate(zip(before, after, strict=True))
+                for line in keypath_diff(old, new, f"{prefix}{index}.")]
     if before == after and type(before) is type(after):
         return []
     return [f"~ {prefix.rstrip('.')}"]

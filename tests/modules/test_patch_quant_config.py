@@ -204,3 +204,26 @@ def test_hf_quant_config_is_optional_for_the_convenience(model_dir: Path) -> Non
     (model_dir / "hf_quant_config.json").unlink()
     result = run_task(model_dir, kv_cache_dtype="auto")
     assert result is not None and list(result.data["files"]) == ["config.json"]
+
+
+def test_general_set_and_remove_on_any_json_file(model_dir: Path) -> None:
+    index = model_dir / "model.safetensors.index.json"
+    index.write_text(json.dumps(json.loads(index.read_text()), indent=2, separators=(",", " : ")))
+    result = run_task(
+        model_dir,
+        remove={"model.safetensors.index.json": ["metadata.total_size"]},
+        set={"hf_quant_config.json": {"quantization.exclude_modules.0": "lm_head",
+                                      "producer.patched_by": "rigger"}},
+    )
+    assert result is not None
+    assert result.data["files"] == {
+        "model.safetensors.index.json": ["- metadata.total_size"],
+        "hf_quant_config.json": ["+ producer.patched_by", "~ quantization.exclude_modules.0"],
+    }
+    hf = json.loads((model_dir / "hf_quant_config.json").read_text())
+    assert hf["quantization"]["exclude_modules"][0] == "lm_head"
+    assert list(hf["producer"]) == ["name", "version", "patched_by"]
+    # The index was not formatted the way json.dumps writes it: patched, with a warning.
+    assert any("reformatted" in w for w in result.warnings)
+    with pytest.raises(TaskFailed, match="is not an object"):
+        run_task(model_dir, set={"config.json": {"model_type.x": 1}})

@@ -208,3 +208,28 @@ def test_token_never_in_argv_env_or_messages(tmp_path: Path,
     for argv, env in conn.calls:
         assert token not in " ".join(argv) and token not in json.dumps(env)
     assert token not in failed.value.msg and token not in json.dumps(result.data)
+
+
+def test_interrupted_download_is_completed_on_the_next_run(tmp_path: Path) -> None:
+    """A run killed mid-file leaves huggingface_hub's `.incomplete` file and no shard.
+
+    The partial is placed where huggingface_hub keeps it (its own path helper). olah
+    answers a Range request with the whole file (HTTP 200, seen in its log), so this
+    pins that the next run completes the snapshot correctly; byte-level resume against a
+    Range-capable hub is huggingface_hub's own behaviour.
+    """
+    from huggingface_hub._local_folder import get_local_download_paths
+
+    local_dir = tmp_path / "model"
+    assert isinstance(converge(args_for(local_dir)), Result)
+    data = (local_dir / SHARD).read_bytes()
+    (local_dir / SHARD).unlink()
+    partial = get_local_download_paths(local_dir, SHARD).incomplete_path(
+        hashlib.sha256(data).hexdigest())
+    partial.write_bytes(data[: len(data) // 3])
+    plan_ctx, run_ctx = contexts()
+    change = mod.plan(plan_ctx, args_for(local_dir))
+    assert isinstance(change, Change) and change.payload["fetch"] == [SHARD]
+    result = mod.apply(run_ctx, args_for(local_dir), change)
+    assert result.data["downloaded"] == [SHARD]
+    assert_snapshot_exact(local_dir)
