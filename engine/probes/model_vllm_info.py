@@ -46,7 +46,7 @@ def main(args):
     spec = importlib.util.find_spec("vllm") if version else None
     if spec is None or not spec.submodule_search_locations:
         return answer
-    path = os.path.join(list(spec.submodule_search_locations)[0], *TRITON_MLA)
+    path = os.path.join(next(iter(spec.submodule_search_locations)), *TRITON_MLA)
     try:
         with open(path, encoding="utf-8") as handle:
             answer["triton_mla_fp8"] = triton_mla_fp8(handle.read())
