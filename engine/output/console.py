@@ -56,14 +56,27 @@ class ConsoleSink:
         self._verbosity = verbosity
         self._lock = threading.Lock()
         self._pending_diffs: dict[tuple[str, ...], list[str]] = defaultdict(list)
+        self._status_shown = False
 
     def _paint(self, key: str, text: str) -> str:
         code = _COLOURS.get(key)
         return f"\x1b[{code}m{text}\x1b[0m" if self._colour and code else text
 
     def _write(self, text: str) -> None:
+        if self._status_shown:
+            self._out.write("\r\x1b[K")
+            self._status_shown = False
         self._out.write(text)
         self._out.flush()
+
+    def _status(self, text: str) -> None:
+        """On a terminal, progress redraws one line in place; elsewhere it is a plain line."""
+        if not self._colour:
+            self._write(text + "\n")
+            return
+        self._out.write("\r\x1b[K" + text[: 160])
+        self._out.flush()
+        self._status_shown = True
 
     def emit(self, event: Event) -> None:
         with self._lock:
@@ -78,7 +91,7 @@ class ConsoleSink:
             elif isinstance(event, TaskFinished):
                 self._flush_diffs()
             elif isinstance(event, Progress):
-                self._write(f"  {event.host}: {event.message}\n")
+                self._status(f"  {event.host}: {event.message}")
             elif isinstance(event, Notice):
                 where = f"[{event.host}] " if event.host else ""
                 self._write(self._paint("warning", f"[{event.level.upper()}] {where}{event.message}") + "\n")
@@ -104,7 +117,7 @@ class ConsoleSink:
         for lines, hosts in self._pending_diffs.items():
             if not lines:
                 continue
-            self._write(f"--- diff on {', '.join(hosts)}\n")
+            self._write(f"--- diff on {', '.join(sorted(hosts))}\n")
             for line in lines:
                 self._write(self._paint(line[:1], line) if line[:1] in "+-@" else line)
         self._pending_diffs.clear()
