@@ -190,7 +190,7 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     where = f"{args['repo_id']}@{listing.commit[:12]}"
     base = {"listing": listing, "notes": expected.notes, "verified": args["verify"]}
     if not bad:
-        current = manifest == Manifest.build(args, listing, args["verify"])
+        current = manifest is not None and manifest.records(args, listing)
         msg = (f"{len(listing.files)} files ({human_bytes(listing.total_bytes)}) of {where} "
                f"verified ({args['verify']}) in {args['local_dir']}")
         if current:

@@ -87,6 +87,15 @@ class Manifest:
             and args["revision"] in (self.revision, self.commit)
         )
 
+    def records(self, args: Mapping[str, Any], listing: Listing) -> bool:
+        """Already says what a run with ``args`` would write (a sha256 record covers size)."""
+        return (
+            self.covers(args)
+            and self.commit == listing.commit
+            and self.files == listing.files
+            and self.verified in (args["verify"], "sha256")
+        )
+
     def to_json(self) -> str:
         body = {"format": FORMAT, "written_by": "rigger ensure_model", **asdict(self)}
         return json.dumps(body, indent=2) + "\n"

@@ -107,6 +107,10 @@ def test_manifest_round_trip_and_coverage() -> None:
     assert parsed.covers({**args, "allow_patterns": ["*.bin", "*.json"]})
     assert not parsed.covers({**args, "revision": "dev"})
     assert not parsed.covers({**args, "allow_patterns": None})
+    assert parsed.records({**args, "verify": "size"}, listing)
+    assert not parsed.records({**args, "verify": "sha256"}, listing)
+    assert Manifest.build(args, listing, "sha256").records({**args, "verify": "size"}, listing)
+    assert not parsed.records({**args, "verify": "size"}, Listing(COMMIT, ()))
     assert Manifest.parse(b"{not json") is None
     assert Manifest.parse(b'{"format": 99}') is None
     assert is_commit(COMMIT) and not is_commit("main")
