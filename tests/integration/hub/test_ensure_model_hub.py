@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,24 @@ def assert_snapshot_exact(local_dir: Path) -> None:
         assert (local_dir / name).read_bytes() == data, f"{name} differs from the repo"
 
 
+@pytest.fixture(scope="module")
+def snapshot(mirror: OlahMirror, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One downloaded snapshot (branch revision) per module; tests work on copies."""
+    local_dir = tmp_path_factory.mktemp("snapshot") / "model"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("HF_ENDPOINT", mirror.endpoint)
+        env.setenv("HF_HUB_DISABLE_XET", "1")
+        assert isinstance(converge(args_for(local_dir)), Result)
+    return local_dir
+
+
+def fresh_copy(snapshot: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "model"
+    shutil.copytree(snapshot, target, symlinks=True)
+    assert isinstance(converge(args_for(target)), Unchanged)
+    return target
+
+
 def test_check_mode_lists_files_and_bytes_and_touches_nothing(tmp_path: Path) -> None:
     local_dir = tmp_path / "model"
     plan_ctx, _ = contexts()
@@ -116,9 +135,8 @@ def test_first_run_downloads_then_ok_offline_with_mirror_stopped(
         mirror.start()
 
 
-def test_truncated_shard_is_detected_and_repaired(tmp_path: Path) -> None:
-    local_dir = tmp_path / "model"
-    assert isinstance(converge(args_for(local_dir)), Result)
+def test_truncated_shard_is_detected_and_repaired(tmp_path: Path, snapshot: Path) -> None:
+    local_dir = fresh_copy(snapshot, tmp_path)
     shard = local_dir / SHARD
     data = shard.read_bytes()
     shard.write_bytes(data[: len(data) // 2])
@@ -133,9 +151,8 @@ def test_truncated_shard_is_detected_and_repaired(tmp_path: Path) -> None:
     assert isinstance(converge(args_for(local_dir)), Unchanged)
 
 
-def test_tampered_same_size_shard_is_caught_with_sha256(tmp_path: Path) -> None:
-    local_dir = tmp_path / "model"
-    assert isinstance(converge(args_for(local_dir)), Result)
+def test_tampered_same_size_shard_is_caught_with_sha256(tmp_path: Path, snapshot: Path) -> None:
+    local_dir = fresh_copy(snapshot, tmp_path)
     shard = local_dir / SHARD
     data = bytearray(shard.read_bytes())
     data[-10:] = b"X" * 10  # tensor bytes only: size and header stay consistent
@@ -152,9 +169,8 @@ def test_tampered_same_size_shard_is_caught_with_sha256(tmp_path: Path) -> None:
     assert_snapshot_exact(local_dir)
 
 
-def test_bad_safetensors_header_is_never_ok(tmp_path: Path) -> None:
-    local_dir = tmp_path / "model"
-    assert isinstance(converge(args_for(local_dir)), Result)
+def test_bad_safetensors_header_is_never_ok(tmp_path: Path, snapshot: Path) -> None:
+    local_dir = fresh_copy(snapshot, tmp_path)
     shard = local_dir / SHARD
     data = bytearray(shard.read_bytes())
     data[0:8] = (len(data)).to_bytes(8, "little")  # header length past the end of file
@@ -210,7 +226,7 @@ def test_token_never_in_argv_env_or_messages(tmp_path: Path,
     assert token not in failed.value.msg and token not in json.dumps(result.data)
 
 
-def test_interrupted_download_is_completed_on_the_next_run(tmp_path: Path) -> None:
+def test_interrupted_download_is_completed_on_the_next_run(tmp_path: Path, snapshot: Path) -> None:
     """A run killed mid-file leaves huggingface_hub's `.incomplete` file and no shard.
 
     The partial is placed where huggingface_hub keeps it (its own path helper). olah
@@ -220,8 +236,7 @@ def test_interrupted_download_is_completed_on_the_next_run(tmp_path: Path) -> No
     """
     from huggingface_hub._local_folder import get_local_download_paths
 
-    local_dir = tmp_path / "model"
-    assert isinstance(converge(args_for(local_dir)), Result)
+    local_dir = fresh_copy(snapshot, tmp_path)
     data = (local_dir / SHARD).read_bytes()
     (local_dir / SHARD).unlink()
     partial = get_local_download_paths(local_dir, SHARD).incomplete_path(
