@@ -13,7 +13,7 @@ import concurrent.futures
 
 
 def main(args):
-    call("model_hub_list", {"_prepare_only": True, **args})  # noqa: F821 (bootstrap)
+    call("model_hub_list", {"_prepare_only": True, **args})
     from huggingface_hub import hf_hub_download
 
     force = set(args.get("force") or ())
