@@ -6,7 +6,8 @@ The rules live in ``engine/data/compat_rules.yml``. A condition is data, never c
 unknown (null) fact is false, except ``eq: null``. Facts are flat dotted names:
 
 - ``model.*``: architecture, model_type, is_mla, kv_lora_rank, attention_heads,
-  quant_method, quant_algo, kv_cache_dtype, kv_cache_fp8, kv_cache_source,
+  quant_method, quant_algo, kv_cache_dtype, kv_cache_fp8 (what vLLM will use),
+  checkpoint_kv_cache_fp8 (what the checkpoint declares), kv_cache_source,
   weights_bytes, weights_gib
 - ``gpu.*``: count, sm, sm_major, min_memory_mib, min_memory_gib, names
 - ``serve.*``: tensor_parallel_size, gpu_memory_utilization, usable_bytes, usable_gib,

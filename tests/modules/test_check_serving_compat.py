@@ -131,6 +131,15 @@ def test_non_mla_model_with_fp8_kv_is_compatible_on_sm120(tmp_path: Path) -> Non
     assert result.data["compatible"] is True and ids(result) == []
 
 
+def test_explicit_bf16_kv_on_an_fp8_checkpoint_warns() -> None:
+    result = run_check(FIXTURE, H200, kv_cache_dtype="bfloat16")
+    assert ids(result) == ["kv-dtype-override-vs-checkpoint-fp8"]
+    assert "#34752" in result.data["findings"][0]["citation"]
+    # The override itself is what vLLM uses: no FP8 KV, so SM 12.0 has no MLA problem.
+    sm120 = run_check(FIXTURE, RTX_PRO_6000, kv_cache_dtype="bfloat16", triton_mla_fp8=False)
+    assert ids(sm120) == ["kv-dtype-override-vs-checkpoint-fp8"]
+
+
 def test_weights_larger_than_gpu_memory() -> None:
     small = gpus(8, "NVIDIA GeForce RTX 4090", 24564, "8.9")
     with pytest.raises(TaskFailed, match=r"weights \(540\.0 GiB\) do not fit") as failed:
@@ -182,6 +191,10 @@ def test_rules_file_is_valid_and_conditions_are_data_only() -> None:
     rules = compat.load_rules()
     assert rules[0].id == "mla-fp8-kv-sm12x"
     assert all(rule.citation for rule in rules)
+    # A bare `#` in YAML starts a comment: every cited PR/issue number must survive.
+    for rule in rules:
+        for word in ("PR", "issue"):
+            assert f"{word} " not in rule.citation or f"{word} #" in rule.citation, rule.id
     facts = {"a": 3, "b": None}
     assert compat.evaluate({"fact": "a", "gt": 2}, facts)
     assert not compat.evaluate({"fact": "b", "gt": 2}, facts)
