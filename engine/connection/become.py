@@ -22,9 +22,17 @@ POLL_S = 0.05
 
 
 def become_handshake(
-    chan: paramiko.Channel, markers: BecomeMarkers, password: str, deadline: float, host: str
+    chan: paramiko.Channel,
+    markers: BecomeMarkers,
+    password: str | None,
+    deadline: float,
+    host: str,
+    user: str = "the login user",
 ) -> bytes:
-    """Wait for sudo's prompt (answer it) or the success line. Returns stdout after it."""
+    """Wait for sudo's prompt (answer it) or the success line. Returns stdout after it.
+
+    Without a password (``sudo -n``) there is never a prompt: this only waits for the
+    success line or sudo's refusal."""
     out, err = b"", b""
     prompt, success = markers.prompt.encode(), markers.success.encode() + b"\n"
     answered = False
@@ -36,12 +44,15 @@ def become_handshake(
         if success in out:
             return out.split(success, 1)[1]
         if err.count(prompt) > (1 if answered else 0):
-            if answered:
+            if answered or password is None:
                 raise TaskFailed(f"become failed on {host}: sudo rejected the become password")
             chan.sendall(password.encode() + b"\n")
             answered = True
         if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
-            raise TaskFailed(f"become failed on {host}: {_first_line(err, prompt)}")
+            raise TaskFailed(
+                f"become failed on {host}: {_first_line(err, prompt)} (user {user} needs a "
+                "sudo rule: NOPASSWD, or set become_password)"
+            )
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise TaskFailed(f"become failed on {host}: sudo gave no answer in time")
@@ -61,8 +72,7 @@ def strip_become_marker(outcome: ExecOutcome, markers: BecomeMarkers, host: str,
         return
     reason = _first_line(bytes(outcome.stderr.data), markers.prompt.encode())
     raise TaskFailed(
-        f"become failed on {host}: {reason} (user {user} needs a sudo rule: NOPASSWD, or set "
-        "become_password)",
+        f"become failed on {host}: {reason} (user {user} needs a sudo rule: NOPASSWD, or set become_password)",
         {"rc": outcome.rc, "stderr": outcome.stderr.text()},
     )
 

@@ -66,8 +66,7 @@ def check_host_key(
     if policy == "accept-new":
         _record(host_name, endpoint, key, record_file)
         return HostKeyVerdict(
-            f"{host_name}: new host key for {endpoint.known_hosts_name} recorded in "
-            f"{record_file}: {describe(key)}"
+            f"{host_name}: new host key for {endpoint.known_hosts_name} recorded in {record_file}: {describe(key)}"
         )
     if policy == "off":
         return HostKeyVerdict(

@@ -32,9 +32,7 @@ def sftp_read(sftp: paramiko.SFTPClient, path: str, host: str) -> bytes | None:
         raise TaskFailed(f"cannot read {path} on {host}: {_why(exc)}") from None
 
 
-def sftp_write(
-    sftp: paramiko.SFTPClient, path: str, data: bytes, mode: int | None, host: str
-) -> None:
+def sftp_write(sftp: paramiko.SFTPClient, path: str, data: bytes, mode: int | None, host: str) -> None:
     directory = posixpath.dirname(path) or "."
     temp = posixpath.join(directory, f".rigger-{secrets.token_hex(6)}")
     try:

@@ -1,8 +1,11 @@
 """The SSH connection: one lazily opened paramiko transport per host, reused by every call.
 
-Commands run on exec channels (one round trip each, ~2 ms on loopback with TCP_NODELAY),
-files move over one SFTP session (atomic: temp file, fsync, rename on the host), probes
-run as ``PYTHON -c LOADER`` with the probe program and its args on stdin. ``become`` goes
+Commands and probes go through a persistent remote python (``sshagent``: one framed round
+trip and a fork per command, probes in-process), one per host and one more under sudo.
+Where the host has no usable python (or ``ssh_remote_agent: false``), commands run on
+exec channels (~2-4 ms each on loopback with TCP_NODELAY) and probes as
+``PYTHON -c LOADER`` with the program and its args on stdin. Files move over one SFTP
+session (atomic: temp file, fsync, rename on the host). ``become`` goes
 through ``sudo -n`` (fails fast without a rule) or, with a become password, ``sudo -S``
 fed from stdin after sudo's own prompt appears. Connection failures are
 ``HostUnreachable``; once a host is lost every later call says so at once.
@@ -26,6 +29,7 @@ from engine import probes
 from engine.connection.base import CommandResult, raise_for_status
 from engine.connection.become import become_handshake, strip_become_marker
 from engine.connection.sftpfiles import sftp_read, sftp_write
+from engine.connection.sshagent import AgentPool
 from engine.connection.sshcommand import BecomeMarkers, command_line
 from engine.connection.sshexec import ExecOutcome, pump
 from engine.connection.sshopts import SSHOptions, options_from_host_vars
@@ -51,6 +55,10 @@ class SSHConnection:
     _lost: HostUnreachable | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _markers: BecomeMarkers = field(default_factory=BecomeMarkers.new)
+    _agents: AgentPool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._agents = AgentPool(self.options, self._markers, self._open_channel)
 
     @classmethod
     def from_host_vars(cls, host_name: str, host_vars: Mapping[str, Any]) -> SSHConnection:
@@ -84,14 +92,16 @@ class SSHConnection:
         """Turn transport-level failures into HostUnreachable and remember the host is lost."""
         try:
             yield
+        except HostUnreachable as exc:
+            if self._lost is None:
+                self._mark_lost(str(exc).removeprefix(f"{self.host_name}: "))
+            raise
         except RiggerError:
             raise
         except (paramiko.SSHException, EOFError, OSError) as exc:
             if isinstance(exc, OSError) and not self._dropped():
                 raise
-            raise self._mark_lost(
-                f"connection lost during {what}: {exc or type(exc).__name__}"
-            ) from None
+            raise self._mark_lost(f"connection lost during {what}: {exc or type(exc).__name__}") from None
 
     def _dropped(self) -> bool:
         opened = self._opened
@@ -121,6 +131,11 @@ class SSHConnection:
         check: bool = True,
         read_only: bool = False,
     ) -> CommandResult:
+        with self._guard(f"command {argv[0] if argv else ''}"):
+            agent = self._agents.get(sudo)
+            if agent is not None:
+                result = self._agents.run(agent, sudo, argv, env, cwd, stdin, timeout_s)
+                return raise_for_status(result) if check else result
         started = time.monotonic()
         line = command_line(
             argv,
@@ -136,9 +151,7 @@ class SSHConnection:
         result = self._result(argv, outcome, started, timeout_s, sudo)
         return raise_for_status(result) if check else result
 
-    def _exec(
-        self, line: str, stdin: bytes | None, deadline: float | None, sudo: bool
-    ) -> ExecOutcome:
+    def _exec(self, line: str, stdin: bytes | None, deadline: float | None, sudo: bool) -> ExecOutcome:
         chan = self._open_channel()
         try:
             chan.exec_command(line)
@@ -154,6 +167,7 @@ class SSHConnection:
                         self.options.become_password,
                         time.monotonic() + self.options.connect_timeout_s,
                         self.host_name,
+                        self.options.user,
                     )
                 )
             outcome = pump(chan, chan.get_transport(), stdin, deadline)
@@ -176,9 +190,7 @@ class SSHConnection:
             strip_become_marker(outcome, self._markers, self.host_name, self.options.user)
         stdout, stderr = outcome.stdout.text(), outcome.stderr.text()
         elapsed = time.monotonic() - started
-        if outcome.timed_out or (
-            timeout_s is not None and outcome.rc == 124 and elapsed >= timeout_s
-        ):
+        if outcome.timed_out or (timeout_s is not None and outcome.rc == 124 and elapsed >= timeout_s):
             raise CommandFailed(
                 f"command timed out after {timeout_s:g}s: {shlex.join(argv)}",
                 {"rc": None, "stdout": stdout, "stderr": stderr},
@@ -211,9 +223,7 @@ class SSHConnection:
         with self._guard(f"reading {path}"):
             return sftp_read(self.sftp(), path, self.host_name)
 
-    def write_file(
-        self, path: str, data: bytes, *, mode: int | None = None, sudo: bool = False
-    ) -> None:
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: bool = False) -> None:
         if sudo:
             import base64
 
@@ -230,9 +240,11 @@ class SSHConnection:
 
     # -- probes ------------------------------------------------------------------------
 
-    def run_probe(
-        self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool = False
-    ) -> dict[str, Any]:
+    def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool = False) -> dict[str, Any]:
+        with self._guard(f"probe {name}"):
+            agent = self._agents.get(sudo)
+            if agent is not None:
+                return self._agents.probe(agent, sudo, name, args or {})
         program = probes.program(name).encode()
         argv = [*shlex.split(self.options.python), "-c", LOADER, str(len(program))]
         stdin = program + json.dumps(dict(args or {})).encode()
@@ -255,6 +267,7 @@ class SSHConnection:
 
     def close(self) -> None:
         with self._lock:
+            self._agents.close()
             if self._sftp is not None:
                 with suppress(paramiko.SSHException, OSError, EOFError):
                     self._sftp.close()

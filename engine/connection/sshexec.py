@@ -61,11 +61,7 @@ class _Pump:
         return self.sent < len(self.stdin)
 
     def finished(self) -> bool:
-        return (
-            self.chan.exit_status_ready()
-            and not self.chan.recv_ready()
-            and not self.chan.recv_stderr_ready()
-        )
+        return self.chan.exit_status_ready() and not self.chan.recv_ready() and not self.chan.recv_stderr_ready()
 
     def wait(self, seconds: float) -> None:
         if self.sending:

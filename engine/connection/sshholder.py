@@ -30,9 +30,7 @@ class ChannelHolder:
             try:
                 self.chan.sendall(data)
             except (OSError, EOFError, paramiko.SSHException) as exc:
-                raise HostUnreachable(
-                    f"{self.conn.host_name}: run-lock holder lost: {exc}"
-                ) from None
+                raise HostUnreachable(f"{self.conn.host_name}: run-lock holder lost: {exc}") from None
 
     def read_line(self, timeout_s: float) -> str:
         deadline = time.monotonic() + timeout_s

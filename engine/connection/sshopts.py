@@ -5,7 +5,9 @@ Recognised variables: ``ansible_host``, ``ansible_port``, ``ansible_user``,
 ``ansible_ssh_common_args`` (``-J user@host[:port]`` and ``-o ProxyJump=...``), ``ssh_jump``,
 ``host_key_checking`` (``strict`` | ``accept-new`` | ``off``), ``known_hosts_file``,
 ``ansible_become_password`` / ``become_password``, ``ssh_connect_timeout_s``,
-``ssh_keepalive_s``. Secrets (the become password) are kept out of ``repr``.
+``ssh_keepalive_s``, ``ssh_remote_agent`` (default true: commands and probes go through
+one persistent remote python per host; false: one exec channel per command).
+Secrets (the become password) are kept out of ``repr``.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class SSHOptions:
     become_password: str | None = field(default=None, repr=False)
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
     keepalive_s: float = DEFAULT_KEEPALIVE_S
+    remote_agent: bool = True
 
     @property
     def user(self) -> str:
@@ -113,9 +116,7 @@ def _option_value(words: list[str], index: int, word: str) -> str | None:
 
 def options_from_host_vars(host_name: str, host_vars: Mapping[str, Any]) -> SSHOptions:
     user = _text(host_vars.get("ansible_user") or host_vars.get("ansible_ssh_user"))
-    port = _port(
-        str(host_vars.get("ansible_port") or host_vars.get("ansible_ssh_port") or 22), host_name
-    )
+    port = _port(str(host_vars.get("ansible_port") or host_vars.get("ansible_ssh_port") or 22), host_name)
     target = Endpoint(str(host_vars.get("ansible_host") or host_name), port, user)
     jump_text = _text(host_vars.get("ssh_jump")) or jump_from_common_args(
         str(host_vars.get("ansible_ssh_common_args") or "")
@@ -123,22 +124,15 @@ def options_from_host_vars(host_name: str, host_vars: Mapping[str, Any]) -> SSHO
     if jump_text and "," in jump_text:
         raise ValidationError(f"{host_name}: chained jump hosts ({jump_text}) are not supported")
     policy = str(host_vars.get("host_key_checking", "strict"))
-    policy = {"true": "strict", "false": "off", "yes": "strict", "no": "off"}.get(
-        policy.lower(), policy
-    )
+    policy = {"true": "strict", "false": "off", "yes": "strict", "no": "off"}.get(policy.lower(), policy)
     if policy not in HOST_KEY_POLICIES:
         raise ValidationError(
-            f"{host_name}: host_key_checking must be one of "
-            f"{', '.join(HOST_KEY_POLICIES)}, not {policy!r}"
+            f"{host_name}: host_key_checking must be one of {', '.join(HOST_KEY_POLICIES)}, not {policy!r}"
         )
     inventory_known = _text(host_vars.get("known_hosts_file"))
     user_known = os.path.expanduser("~/.ssh/known_hosts")
-    files = tuple(
-        dict.fromkeys(p for p in (user_known, inventory_known and _expand(inventory_known)) if p)
-    )
-    key_file = _text(
-        host_vars.get("ansible_ssh_private_key_file") or host_vars.get("ansible_private_key_file")
-    )
+    files = tuple(dict.fromkeys(p for p in (user_known, inventory_known and _expand(inventory_known)) if p))
+    key_file = _text(host_vars.get("ansible_ssh_private_key_file") or host_vars.get("ansible_private_key_file"))
     return SSHOptions(
         host_name=host_name,
         target=target,
@@ -148,12 +142,17 @@ def options_from_host_vars(host_name: str, host_vars: Mapping[str, Any]) -> SSHO
         host_key_checking=policy,
         known_hosts_files=files,
         record_known_hosts_file=_expand(inventory_known) if inventory_known else user_known,
-        become_password=_text(
-            host_vars.get("ansible_become_password") or host_vars.get("become_password")
-        ),
+        become_password=_text(host_vars.get("ansible_become_password") or host_vars.get("become_password")),
         connect_timeout_s=_seconds(host_vars, "ssh_connect_timeout_s", DEFAULT_CONNECT_TIMEOUT_S),
         keepalive_s=_seconds(host_vars, "ssh_keepalive_s", DEFAULT_KEEPALIVE_S),
+        remote_agent=_flag(host_vars.get("ssh_remote_agent", True)),
     )
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() not in ("false", "no", "off", "0", "")
+    return bool(value)
 
 
 def _text(value: Any) -> str | None:

@@ -85,9 +85,7 @@ def _tcp(options: SSHOptions, endpoint: Endpoint, role: str) -> socket.socket:
     try:
         sock = socket.create_connection((endpoint.host, endpoint.port), timeout=timeout)
     except ConnectionRefusedError:
-        raise _unreachable(
-            options, f"{role}{endpoint.host}:{endpoint.port}: connection refused"
-        ) from None
+        raise _unreachable(options, f"{role}{endpoint.host}:{endpoint.port}: connection refused") from None
     except TimeoutError:
         raise _unreachable(
             options, f"{role}{endpoint.host}:{endpoint.port}: connect timed out after {timeout:g}s"
@@ -154,17 +152,13 @@ def _handshake(
         raise
 
 
-def _prefer_known_key_types(
-    transport: paramiko.Transport, options: SSHOptions, endpoint: Endpoint
-) -> None:
+def _prefer_known_key_types(transport: paramiko.Transport, options: SSHOptions, endpoint: Endpoint) -> None:
     recorded = known_types(options.known_hosts_files, endpoint)
     if not recorded:
         return
     security = transport.get_security_options()
     offered = list(security.key_types)
-    security.key_types = [t for t in offered if t in recorded] + [
-        t for t in offered if t not in recorded
-    ]
+    security.key_types = [t for t in offered if t in recorded] + [t for t in offered if t not in recorded]
 
 
 def _reason(exc: BaseException) -> str:
@@ -172,9 +166,7 @@ def _reason(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
-def _authenticate(
-    options: SSHOptions, transport: paramiko.Transport, user: str, where: str
-) -> None:
+def _authenticate(options: SSHOptions, transport: paramiko.Transport, user: str, where: str) -> None:
     tried: list[str] = []
     for label, load_key in _candidate_keys(options):
         try:
@@ -191,15 +183,11 @@ def _authenticate(
             tried.append(label)
             continue
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise _unreachable(
-                options, f"{where}: authentication aborted: {_reason(exc)}"
-            ) from None
+            raise _unreachable(options, f"{where}: authentication aborted: {_reason(exc)}") from None
         if transport.is_authenticated():
             return
     attempts = ", ".join(tried) or "no keys: set ansible_ssh_private_key_file or start ssh-agent"
-    raise HostUnreachable(
-        f"{options.host_name}: authentication failed for {user}@{where} (tried: {attempts})"
-    )
+    raise HostUnreachable(f"{options.host_name}: authentication failed for {user}@{where} (tried: {attempts})")
 
 
 def _candidate_keys(options: SSHOptions) -> list[tuple[str, Callable[[], paramiko.PKey]]]:

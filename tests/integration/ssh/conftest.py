@@ -32,9 +32,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         server.stop()
 
 
-@pytest.fixture
-def conn(lab: Lab) -> Iterator[SSHConnection]:
-    connection = lab.connect()
+@pytest.fixture(params=["agent", "exec-channels"])
+def conn(lab: Lab, request: pytest.FixtureRequest) -> Iterator[SSHConnection]:
+    """A connection through the persistent remote python, and one without it."""
+    connection = lab.connect(ssh_remote_agent=request.param == "agent")
     try:
         yield connection
     finally:

@@ -38,9 +38,7 @@ class HarnessError(RuntimeError):
 
 def require_prerequisites() -> None:
     if not os.path.exists(SSHD):
-        raise HarnessError(
-            f"{SSHD} is missing: install openssh-server (bash scripts/ci/setup_ssh.sh)"
-        )
+        raise HarnessError(f"{SSHD} is missing: install openssh-server (bash scripts/ci/setup_ssh.sh)")
     for tool in ("ssh-keygen", "useradd", "sudo"):
         if shutil.which(tool) is None:
             raise HarnessError(f"{tool} is missing: run bash scripts/ci/setup_ssh.sh")
@@ -70,10 +68,22 @@ def fingerprint(public_key_file: Path) -> str:
     return out.split()[1]
 
 
+KEEP_AUTHORIZED_KEYS = 16
+
+
+def _user_exists(name: str) -> bool:
+    return subprocess.run(["id", "-u", name], capture_output=True).returncode == 0
+
+
 def ensure_user(name: str, authorized_key: Path, password: str | None = None) -> Path:
-    """Create (or refresh) a login user with /bin/sh and exactly this authorized key."""
-    if subprocess.run(["id", "-u", name], capture_output=True).returncode != 0:
-        subprocess.run(["useradd", "-m", "-s", "/bin/sh", name], check=True)
+    """Create (or refresh) a login user with /bin/sh that accepts this key.
+
+    The key is added to the most recent few (not replacing them), so two test sessions
+    running at once (each with its own generated key) do not lock each other out."""
+    if not _user_exists(name):
+        created = subprocess.run(["useradd", "-m", "-s", "/bin/sh", name], capture_output=True, text=True)
+        if created.returncode != 0 and not _user_exists(name):  # a concurrent session may win
+            raise HarnessError(f"useradd {name} failed: {created.stderr.strip()}")
     if password is None:
         subprocess.run(["usermod", "-p", "*", name], check=True)
     else:
@@ -82,8 +92,13 @@ def ensure_user(name: str, authorized_key: Path, password: str | None = None) ->
     ssh_dir = home / ".ssh"
     ssh_dir.mkdir(mode=0o700, exist_ok=True)
     keys = ssh_dir / "authorized_keys"
-    keys.write_text(Path(f"{authorized_key}.pub").read_text())
-    keys.chmod(0o600)
+    existing = keys.read_text().splitlines() if keys.exists() else []
+    new_key = Path(f"{authorized_key}.pub").read_text().strip()
+    kept = [line for line in existing if line.strip() and line.strip() != new_key]
+    temp = ssh_dir / f"authorized_keys.{os.getpid()}"
+    temp.write_text("\n".join([*kept[-(KEEP_AUTHORIZED_KEYS - 1) :], new_key]) + "\n")
+    temp.chmod(0o600)
+    temp.replace(keys)
     shutil.chown(ssh_dir, name, name)
     shutil.chown(keys, name, name)
     return home
@@ -95,7 +110,7 @@ def install_sudo_rules() -> None:
         f"{USER_PASSWORD} ALL=(ALL) ALL\n"
         f"Defaults:{USER_PASSWORD} !lecture, passwd_tries=3\n"
     )
-    temp = Path(f"{SUDOERS_FILE}.tmp")
+    temp = Path(f"{SUDOERS_FILE}.{os.getpid()}.tmp")  # a dotted name: sudo ignores it
     temp.write_text(rules)
     temp.chmod(0o440)
     subprocess.run(["visudo", "-c", "-q", "-f", str(temp)], check=True)
@@ -155,9 +170,7 @@ class Sshd:
         found: list[int] = []
         parents = {self.process.pid}
         for _ in range(4):
-            children = [
-                pid for pid, ppid in _process_parents() if ppid in parents and pid not in found
-            ]
+            children = [pid for pid, ppid in _process_parents() if ppid in parents and pid not in found]
             found.extend(children)
             parents = set(children)
         return found
@@ -243,9 +256,7 @@ def _wait_for_banner(server: Sshd, timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
-            raise HarnessError(
-                f"sshd exited {server.process.returncode}: {server.log_file.read_text()}"
-            )
+            raise HarnessError(f"sshd exited {server.process.returncode}: {server.log_file.read_text()}")
         try:
             with socket.create_connection((server.address, server.port), timeout=1) as sock:
                 if sock.recv(64).startswith(b"SSH-2.0"):

@@ -23,9 +23,7 @@ pytestmark = pytest.mark.slow
 
 def test_argv_is_quoted_once_and_reaches_the_host_verbatim(conn: SSHConnection) -> None:
     tricky = ["a b", "$HOME", "it's", '"q"', "*", ";rm -rf /", "", "line\nbreak"]
-    result = conn.run(
-        ["python3", "-c", "import sys, json; print(json.dumps(sys.argv[1:]))", *tricky]
-    )
+    result = conn.run(["python3", "-c", "import sys, json; print(json.dumps(sys.argv[1:]))", *tricky])
     assert result.rc == 0
     import json
 
@@ -111,9 +109,7 @@ def test_read_file_and_missing_file(conn: SSHConnection) -> None:
 
 
 def test_write_without_permission_is_a_clear_task_failure(conn: SSHConnection) -> None:
-    with pytest.raises(
-        TaskFailed, match="cannot write /root/rigger-denied on gpu1: Permission denied"
-    ):
+    with pytest.raises(TaskFailed, match="cannot write /root/rigger-denied on gpu1: Permission denied"):
         conn.write_file("/root/rigger-denied", b"x")
 
 

@@ -51,9 +51,7 @@ def test_host_that_never_answers_times_out_within_the_connect_timeout(lab: Lab) 
     silent = socket.create_server(("127.0.0.8", 0))
     accepted: list[socket.socket] = []
     threading.Thread(target=lambda: accepted.append(silent.accept()[0]), daemon=True).start()
-    connection = lab.connect(
-        ansible_host="127.0.0.8", ansible_port=silent.getsockname()[1], ssh_connect_timeout_s=1
-    )
+    connection = lab.connect(ansible_host="127.0.0.8", ansible_port=silent.getsockname()[1], ssh_connect_timeout_s=1)
     started = time.monotonic()
     try:
         with pytest.raises(HostUnreachable, match=r"gpu1: .*handshake failed"):
@@ -69,9 +67,7 @@ def test_sshd_killed_mid_command_is_unreachable_then_fails_fast(lab: Lab, tmp_pa
     doomed = sshlab.start_sshd(tmp_path, "doomed", ["127.0.0.10"])
     known = tmp_path / "known_hosts"
     known.write_text(doomed.known_hosts_lines())
-    connection = SSHConnection.from_host_vars(
-        "doomed1", sshlab.host_vars(doomed, lab.client_key, known)
-    )
+    connection = SSHConnection.from_host_vars("doomed1", sshlab.host_vars(doomed, lab.client_key, known))
     try:
         assert connection.run(["echo", "up"]).stdout == "up\n"
         threading.Timer(0.5, doomed.kill_all).start()

@@ -21,9 +21,7 @@ pytestmark = pytest.mark.slow
 
 
 def _connect(lab: Lab, known: Path, **extra: object) -> SSHConnection:
-    return SSHConnection.from_host_vars(
-        "gpu1", sshlab.host_vars(lab.sshd, lab.client_key, known, **extra)
-    )
+    return SSHConnection.from_host_vars("gpu1", sshlab.host_vars(lab.sshd, lab.client_key, known, **extra))
 
 
 def _other_key_line(lab: Lab, tmp_path: Path) -> tuple[str, str]:
@@ -83,9 +81,7 @@ def test_accept_new_from_many_threads_records_one_line(lab: Lab, tmp_path: Path)
 
 
 @pytest.mark.parametrize("policy", ["strict", "accept-new", "off"])
-def test_changed_key_is_refused_with_both_fingerprints(
-    lab: Lab, tmp_path: Path, policy: str
-) -> None:
+def test_changed_key_is_refused_with_both_fingerprints(lab: Lab, tmp_path: Path, policy: str) -> None:
     known = tmp_path / "known_hosts"
     line, old_fingerprint = _other_key_line(lab, tmp_path)
     known.write_text(line)
@@ -109,15 +105,11 @@ def test_off_connects_loudly_and_records_nothing(lab: Lab, tmp_path: Path) -> No
 
 
 def test_server_offering_only_weak_ciphers_is_refused(lab: Lab, tmp_path: Path) -> None:
-    weak = sshlab.start_sshd(
-        tmp_path, "weak", ["127.0.0.9"], extra_config=["Ciphers aes128-cbc,3des-cbc"]
-    )
+    weak = sshlab.start_sshd(tmp_path, "weak", ["127.0.0.9"], extra_config=["Ciphers aes128-cbc,3des-cbc"])
     try:
         known = tmp_path / "known_hosts"
         known.write_text(weak.known_hosts_lines())
-        connection = SSHConnection.from_host_vars(
-            "weak1", sshlab.host_vars(weak, lab.client_key, known)
-        )
+        connection = SSHConnection.from_host_vars("weak1", sshlab.host_vars(weak, lab.client_key, known))
         with pytest.raises(HostUnreachable, match=r"weak1: .*handshake failed"):
             connection.run(["true"])
     finally:

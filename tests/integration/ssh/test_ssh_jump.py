@@ -20,18 +20,12 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def bastions(
-    tmp_path_factory: pytest.TempPathFactory, lab: Lab
-) -> Iterator[dict[str, sshlab.Sshd]]:
+def bastions(tmp_path_factory: pytest.TempPathFactory, lab: Lab) -> Iterator[dict[str, sshlab.Sshd]]:
     work = tmp_path_factory.mktemp("bastion")
     work.chmod(0o755)
     servers = {
-        "open": sshlab.start_sshd(
-            work, "bastion", ["127.0.0.11"], extra_config=["LogLevel DEBUG1"]
-        ),
-        "closed": sshlab.start_sshd(
-            work, "noforward", ["127.0.0.12"], extra_config=["AllowTcpForwarding no"]
-        ),
+        "open": sshlab.start_sshd(work, "bastion", ["127.0.0.11"], extra_config=["LogLevel DEBUG1"]),
+        "closed": sshlab.start_sshd(work, "noforward", ["127.0.0.12"], extra_config=["AllowTcpForwarding no"]),
     }
     with lab.known_hosts.open("a") as handle:
         for server in servers.values():
@@ -48,9 +42,7 @@ def _through(lab: Lab, **jump: object) -> SSHConnection:
 
 
 @pytest.mark.parametrize("style", ["common_args_J", "common_args_o", "ssh_jump"])
-def test_target_is_reached_through_the_bastion(
-    lab: Lab, bastions: dict[str, sshlab.Sshd], style: str
-) -> None:
+def test_target_is_reached_through_the_bastion(lab: Lab, bastions: dict[str, sshlab.Sshd], style: str) -> None:
     bastion = bastions["open"]
     spec = f"{sshlab.USER_NOSUDO}@{bastion.address}:{bastion.port}"
     jump = {
@@ -68,9 +60,7 @@ def test_target_is_reached_through_the_bastion(
     assert f"to 127.0.0.3 port {lab.sshd.port}" in log, log[-2000:]
 
 
-def test_bastion_refusing_to_forward_makes_the_target_unreachable(
-    lab: Lab, bastions: dict[str, sshlab.Sshd]
-) -> None:
+def test_bastion_refusing_to_forward_makes_the_target_unreachable(lab: Lab, bastions: dict[str, sshlab.Sshd]) -> None:
     closed = bastions["closed"]
     connection = _through(lab, ssh_jump=f"{sshlab.USER_NOSUDO}@{closed.address}:{closed.port}")
     expected = r"behind1: jump host .* could not reach 127\.0\.0\.3"

@@ -137,9 +137,7 @@ def test_unreachable_host_exits_3_while_the_others_finish(rigger, lab, site) -> 
     run = rigger("run", str(book), "-i", str(inv), "--output", "jsonl")
     assert run.rc == 3, run.stdout[-3000:]
     assert run.recap["dead1"]["unreachable"] == 1
-    assert "connection refused" in " ".join(
-        r.get("msg", "") for r in run.results() if r["host"] == "dead1"
-    )
+    assert "connection refused" in " ".join(r.get("msg", "") for r in run.results() if r["host"] == "dead1")
     for name in HOSTS:
         assert run.recap[name]["failed"] == 0 and run.recap[name]["changed"] == 5
         assert (tree / name / "motd").exists()
@@ -205,9 +203,7 @@ def test_serial_batches_finish_before_the_next_batch_starts(  # type: ignore[no-
 ) -> None:
     log = remote_tree / "order.log"
     book = _order_book(tmp_path / "p.yml", log, "serial: [1, 2, '50%']")
-    run = rigger(
-        "run", str(book), "-i", str(inventory(lab, tmp_path / "h.yml")), "--output", "jsonl"
-    )
+    run = rigger("run", str(book), "-i", str(inventory(lab, tmp_path / "h.yml")), "--output", "jsonl")
     assert run.rc == 0, run.stdout[-3000:]
     lines = log.read_text().split("\n")[:-1]
     batches = [{"gpu1"}, {"gpu2", "gpu3"}, {"gpu4"}]
@@ -229,9 +225,7 @@ def test_max_fail_percentage_boundary(  # type: ignore[no-untyped-def]
 ) -> None:
     log = remote_tree / "order.log"
     book = _order_book(tmp_path / "p.yml", log, "max_fail_percentage: 25", failing)
-    run = rigger(
-        "run", str(book), "-i", str(inventory(lab, tmp_path / "h.yml")), "--output", "jsonl"
-    )
+    run = rigger("run", str(book), "-i", str(inventory(lab, tmp_path / "h.yml")), "--output", "jsonl")
     assert run.rc == 2, run.stdout[-3000:]
     ran_two = {line.split()[0] for line in log.read_text().splitlines() if line.endswith(" two")}
     healthy = set(HOSTS) - set(failing)

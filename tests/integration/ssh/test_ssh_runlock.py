@@ -70,9 +70,7 @@ def test_lock_of_a_killed_controller_is_taken_over_with_a_warning(lab: Lab, tmp_
             """
         )
     )
-    doomed = subprocess.Popen(
-        [sys.executable, str(script)], stdout=subprocess.PIPE, cwd=Path.cwd(), text=True
-    )
+    doomed = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, cwd=Path.cwd(), text=True)
     try:
         assert doomed.stdout is not None and doomed.stdout.readline() == "locked\n"
         doomed.send_signal(signal.SIGKILL)

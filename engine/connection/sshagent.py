@@ -1,0 +1,165 @@
+"""Commands and probes through the persistent remote interpreter, one per (host, become).
+
+``AgentPool.get(sudo)`` starts the agent on first use. A host without a usable python
+(the agent does not greet) falls back to one exec channel per command: that is what
+bootstrapping a bare host needs. An agent that dies while the transport is up fails only
+the current task; the next call starts a new one.
+"""
+
+from __future__ import annotations
+
+import base64
+import shlex
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import paramiko
+
+from engine import probes
+from engine.connection.agent import Agent, AgentDied, agent_source
+from engine.connection.base import CommandResult
+from engine.connection.become import become_handshake
+from engine.connection.capture import DEFAULT_CAP_BYTES, CappedBuffer
+from engine.connection.sshcommand import BecomeMarkers, command_line
+from engine.connection.sshopts import SSHOptions
+from engine.errors import CommandFailed, TaskFailed
+
+ANSWER_GRACE_S = 5.0
+
+
+@dataclass
+class AgentPool:
+    options: SSHOptions
+    markers: BecomeMarkers
+    open_channel: Callable[[], paramiko.Channel]
+    agents: dict[bool, Agent] = field(default_factory=dict)
+    unusable: dict[bool, str] = field(default_factory=dict)
+
+    @property
+    def host_name(self) -> str:
+        return self.options.host_name
+
+    def get(self, sudo: bool) -> Agent | None:
+        if not self.options.remote_agent or sudo in self.unusable:
+            return None
+        if sudo in self.agents and not self.agents[sudo].alive():
+            self.drop(sudo)  # ended between tasks (killed, OOM): start a fresh one
+        if sudo not in self.agents:
+            agent = self._start(sudo)
+            if agent is None:
+                return None
+            self.agents[sudo] = agent
+        return self.agents[sudo]
+
+    def _start(self, sudo: bool) -> Agent | None:
+        argv = [*shlex.split(self.options.python), "-c", agent_source()]
+        password = self.options.become_password if sudo else None
+        line = command_line(argv, become=self.markers if sudo else None, become_password=password is not None)
+        chan = self.open_channel()
+        deadline = time.monotonic() + self.options.connect_timeout_s
+        try:
+            chan.exec_command(line)
+            leftover = b""
+            if sudo:
+                leftover = become_handshake(chan, self.markers, password, deadline, self.host_name, self.options.user)
+            agent = Agent(chan, self.host_name, leftover)
+            agent.hello(deadline)
+            return agent
+        except (AgentDied, TimeoutError) as exc:
+            chan.close()
+            self.unusable[sudo] = str(exc)
+            return None
+        except BaseException:
+            chan.close()
+            raise
+
+    def drop(self, sudo: bool) -> None:
+        agent = self.agents.pop(sudo, None)
+        if agent is not None:
+            agent.close()
+
+    def close(self) -> None:
+        for sudo in list(self.agents):
+            self.drop(sudo)
+
+    # -- operations --------------------------------------------------------------------
+
+    def run(
+        self,
+        agent: Agent,
+        sudo: bool,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None,
+        cwd: str | None,
+        stdin: bytes | None,
+        timeout_s: float | None,
+    ) -> CommandResult:
+        started = time.monotonic()
+        request = {
+            "op": "run",
+            "argv": [str(a) for a in argv],
+            "env": {str(k): str(v) for k, v in (env or {}).items()},
+            "cwd": cwd,
+            "stdin_b64": None if stdin is None else base64.b64encode(stdin).decode(),
+            "timeout_s": timeout_s,
+            "cap": DEFAULT_CAP_BYTES,
+        }
+        deadline = None if timeout_s is None else started + timeout_s + ANSWER_GRACE_S
+        command = shlex.join(argv)
+        try:
+            answer = agent.call(request, deadline)
+        except TimeoutError:
+            self.drop(sudo)
+            raise CommandFailed(f"command timed out after {timeout_s:g}s: {command}") from None
+        except AgentDied as exc:
+            self.drop(sudo)
+            raise TaskFailed(f"{self.host_name}: the remote agent died running {command}: {exc}") from None
+        stdout = _buffer(answer.get("stdout_b64"), answer.get("dropped_stdout", 0)).text()
+        stderr = _buffer(answer.get("stderr_b64"), answer.get("dropped_stderr", 0)).text()
+        if answer.get("timed_out"):
+            raise CommandFailed(
+                f"command timed out after {timeout_s:g}s: {command}",
+                {"rc": None, "stdout": stdout, "stderr": stderr},
+            )
+        return CommandResult(
+            argv=tuple(argv),
+            rc=int(answer["rc"]),
+            stdout=stdout,
+            stderr=stderr,
+            duration_s=time.monotonic() - started,
+            truncated=bool(answer.get("dropped_stdout") or answer.get("dropped_stderr")),
+        )
+
+    def probe(self, agent: Agent, sudo: bool, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        needed = probe_closure(name)
+        sources = {n: probes.probe_source(n) for n in needed if n not in agent.sent_probes}
+        request = {"op": "probe", "name": name, "sources": sources, "args": dict(args)}
+        try:
+            answer = agent.call(request, None)
+        except AgentDied as exc:
+            self.drop(sudo)
+            raise probes.ProbeError(f"probe {name} ended the remote agent: {exc}") from None
+        agent.sent_probes.update(needed)
+        if "error" in answer:
+            raise probes.ProbeError(f"probe {name} failed: {answer['error']}")
+        result: dict[str, Any] = answer["ok"]
+        return result
+
+
+def probe_closure(name: str) -> list[str]:
+    """The probe and every probe it (transitively) ``USES``."""
+    found: list[str] = []
+    pending = [name]
+    while pending:
+        current = pending.pop()
+        if current not in found:
+            found.append(current)
+            pending.extend(probes.probe_uses(current))
+    return found
+
+
+def _buffer(data_b64: str | None, dropped: int) -> CappedBuffer:
+    data = bytearray(base64.b64decode(data_b64 or ""))
+    return CappedBuffer(cap=DEFAULT_CAP_BYTES, data=data, dropped=int(dropped))
