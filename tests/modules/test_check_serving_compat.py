@@ -193,6 +193,7 @@ def test_rules_file_is_valid_and_conditions_are_data_only() -> None:
     assert all(rule.citation for rule in rules)
     # A bare `#` in YAML starts a comment: every cited PR/issue number must survive.
     for rule in rules:
+        assert not rule.citation.rstrip().endswith(("PR", "issue")), rule.id
         for word in ("PR", "issue"):
             assert f"{word} " not in rule.citation or f"{word} #" in rule.citation, rule.id
     facts = {"a": 3, "b": None}
