@@ -139,3 +139,24 @@ def test_progress_reports_bytes_and_rate_from_partial_downloads(tmp_path: Path,
     assert messages, "no progress was reported"
     assert messages[-1].startswith("4.0 KiB / 4.0 KiB (100%) at ")
     assert messages[-1].endswith("/s")
+
+
+def test_host_python_without_huggingface_hub_fails_with_a_hint(tmp_path: Path) -> None:
+    """Real: /usr/bin/python3-style interpreter without huggingface_hub (a bare venv)."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    from engine.module_api import TaskFailed
+
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    conn = ScopedConnection(LocalConnection()).planning()
+    ctx = TaskContext("localhost", conn, {}, {})
+    args = {"repo_id": "o/r", "revision": "main", "local_dir": str(tmp_path / "m"),
+            "allow_patterns": None, "ignore_patterns": None, "max_workers": 1,
+            "verify": "size", "python": str(venv / "bin" / "python"), "endpoint": None,
+            "reserve_free_mib": 1}
+    with pytest.raises(TaskFailed, match=r"install huggingface_hub for .*bare/bin/python"):
+        mod.plan(ctx, args)
