@@ -9,15 +9,19 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
 from engine.models.manifest import HubFile, Listing, Manifest, human_bytes, is_commit
-from engine.module_api import TaskContext
+from engine.module_api import TaskContext, TaskFailed
 from modules import ensure_model as mod
 
 COMMIT = "2c06be8556499af9ac04bf57a2f9e9bbd5519f7d"
@@ -142,14 +146,7 @@ def test_progress_reports_bytes_and_rate_from_partial_downloads(tmp_path: Path,
 
 
 def test_host_python_without_huggingface_hub_fails_with_a_hint(tmp_path: Path) -> None:
-    """Real: /usr/bin/python3-style interpreter without huggingface_hub (a bare venv)."""
-    import subprocess
-    import sys
-
-    import pytest
-
-    from engine.module_api import TaskFailed
-
+    """Real: an interpreter without huggingface_hub (a bare venv), run as the host python."""
     venv = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     conn = ScopedConnection(LocalConnection()).planning()
