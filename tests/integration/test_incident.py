@@ -1,0 +1,292 @@
+"""The incident behind rigger, end to end, with real vLLM (CPU build).
+
+A vLLM API server is started on a tiny model, then SIGKILLed: its `VLLM::EngineCore` and
+`VLLM::Worker` live on (orphaned, same session) and its /dev/shm segments leak. The
+orphans are registered as holding memory on 8 GPUs with compute capability 12.0. A
+playbook of `ensure_gpus_idle` then `ensure_shm_clean` run through `rigger run` must
+leave no orphan and no leaked segment, must not touch a segment held by an unrelated
+live process, must touch nothing in check mode, and must be all ok the second time.
+
+vLLM, the bystander and `rigger run` share a private mount namespace whose /dev/shm is a
+fresh tmpfs (unshare/nsenter, root only), so the test neither sees nor removes segments
+of other programs on the machine, and their segments cannot disturb its counts.
+
+Real: vLLM (.venv-vllm), its processes and segments, `rigger run`, the probes, signals,
+/proc, /dev/shm, nvidia-ml-py. Not real: the GPUs (tests/fakes/fake_nvml: a
+libnvidia-ml.so.1 that lists a registered pid while that pid is alive).
+One vLLM start for the whole module (55-95 s on 2 cores).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.connection.local import LocalConnection
+
+REPO = Path(__file__).resolve().parents[2]
+VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
+START_TIMEOUT_S = 420
+WORKER_MIB = 89_000
+ENGINE_MIB = 512
+
+pytestmark = pytest.mark.slow
+
+
+def _load_fakenvml() -> Any:
+    path = REPO / "tests" / "fakes" / "fake_nvml" / "fakenvml.py"
+    spec = importlib.util.spec_from_file_location("fakenvml", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fakenvml"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+fakenvml = _load_fakenvml()
+
+PLAYBOOK = """\
+- hosts: localhost
+  tasks:
+    - name: GPUs idle
+      ensure_gpus_idle:
+        term_timeout_s: 5
+        timeout_s: 60
+    - name: /dev/shm clean
+      ensure_shm_clean:
+        min_age_s: 0
+"""
+
+KEEP_SEGMENT = """
+import sys
+from multiprocessing import shared_memory
+segment = shared_memory.SharedMemory(create=True, size=1 << 20)
+print(segment.name, flush=True)
+sys.stdin.read()
+segment.close()
+segment.unlink()
+"""
+
+
+@dataclass(frozen=True)
+class Incident:
+    fake: Any
+    playbook: Path
+    shm: Path  # the private /dev/shm, seen from outside through /proc/KEEPER/root
+    in_ns: tuple[str, ...]  # argv prefix that runs a command inside the namespace
+    api_server: int
+    orphans: dict[str, int]  # cmdline -> pid, the vLLM processes left behind
+    leaked: list[str]  # /dev/shm names that only the vLLM processes had mapped
+    bystander: subprocess.Popen[str]  # an unrelated live process holding a segment
+    bystander_segment: str
+    log: Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def make_model(out: Path) -> Path:
+    script = REPO / "scripts" / "make_tiny_model.py"
+    assert script.exists(), "scripts/make_tiny_model.py is missing"
+    done = subprocess.run([str(VLLM_PYTHON), str(script), str(out)], capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, f"make_tiny_model failed:\n{done.stderr[-3000:]}"
+    return out
+
+
+def wait_healthy(port: int, server: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            pytest.fail(f"vLLM exited {server.returncode}:\n{log.read_text()[-4000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(1)
+    pytest.fail(f"vLLM not healthy after {START_TIMEOUT_S}s:\n{log.read_text()[-4000:]}")
+
+
+def session_table(sid: int) -> list[dict[str, Any]]:
+    return list(LocalConnection().run_probe("procs", {"sid": sid})["processes"])
+
+
+def segments_only_mapped_by(shm: Path, pids: set[int]) -> list[str]:
+    seen = LocalConnection().run_probe("shm", {"path": str(shm), "patterns": ["*"]})
+    return sorted(e["name"] for e in seen["entries"]
+                  if e["in_use_by"] and set(e["in_use_by"]) <= pids)
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+KEEPER = ("mount -t tmpfs -o size=4g,mode=1777 rigger-incident-shm /dev/shm"
+          " && echo ready && exec sleep 3600")
+
+
+def private_shm() -> subprocess.Popen[str]:
+    """A process holding a mount namespace with its own /dev/shm."""
+    keeper = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                               KEEPER], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert keeper.stdout is not None
+    if keeper.stdout.readline().strip() != "ready":
+        keeper.wait(10)
+        pytest.fail(f"cannot make a private /dev/shm (needs root, util-linux unshare): "
+                    f"{keeper.stderr.read() if keeper.stderr else ''}")
+    return keeper
+
+
+def start_vllm(model: Path, log: Path, in_ns: tuple[str, ...]
+               ) -> tuple[subprocess.Popen[bytes], int]:
+    assert VLLM_PYTHON.exists(), "the vLLM CPU venv (.venv-vllm) is a prerequisite"
+    port = free_port()
+    argv = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model",
+            str(model), "--max-model-len", "256", "--dtype", "bfloat16",
+            "--gpu-memory-utilization", "0.2", "--host", "127.0.0.1", "--port", str(port)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
+    with log.open("wb") as out:
+        server = subprocess.Popen([*in_ns, *argv], stdin=subprocess.DEVNULL, stdout=out,
+                                  stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    return server, port
+
+
+@pytest.fixture(scope="module")
+def incident(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Incident]:
+    work = tmp_path_factory.mktemp("incident")
+    fake = fakenvml.create(work / "nvml")
+    model = make_model(work / "tiny-model")
+    log = work / "vllm.log"
+    keeper = private_shm()
+    in_ns = ("nsenter", f"--target={keeper.pid}", "--mount", "--")
+    shm = Path(f"/proc/{keeper.pid}/root/dev/shm")
+    server, port = start_vllm(model, log, in_ns)
+    bystander = None
+    try:
+        wait_healthy(port, server, log)
+        members = session_table(server.pid)
+        vllm_pids = {p["pid"] for p in members}
+        leaked = segments_only_mapped_by(shm, vllm_pids)
+        os.kill(server.pid, signal.SIGKILL)  # the incident
+        server.wait()
+        time.sleep(1)
+        orphans = {p["cmdline"]: p["pid"] for p in session_table(server.pid)}
+        assert any(c.startswith("VLLM::EngineCore") for c in orphans), orphans
+        assert any(c.startswith("VLLM::Worker") for c in orphans), orphans
+        bystander = subprocess.Popen([*in_ns, sys.executable, "-c", KEEP_SEGMENT],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert bystander.stdout is not None
+        bystander_segment = bystander.stdout.readline().strip()
+        register_orphans(fake, orphans)
+        playbook = work / "incident.yml"
+        playbook.write_text(PLAYBOOK)
+        yield Incident(fake, playbook, shm, in_ns, server.pid, orphans, leaked, bystander,
+                       bystander_segment, log)
+    finally:
+        for pid in {p["pid"] for p in session_table(server.pid)}:
+            os.kill(pid, signal.SIGKILL)  # only what is left of the session we started
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        if bystander is not None:
+            bystander.communicate("", timeout=30)
+        keeper.kill()
+        keeper.wait()
+
+
+def register_orphans(fake: Any, orphans: dict[str, int]) -> None:
+    engine = next(pid for cmd, pid in orphans.items() if cmd.startswith("VLLM::EngineCore"))
+    worker = next(pid for cmd, pid in orphans.items() if cmd.startswith("VLLM::Worker"))
+    holders = [fakenvml.holder(worker, i, WORKER_MIB) for i in range(8)]
+    holders.append(fakenvml.holder(engine, 0, ENGINE_MIB))
+    fake.eight_gpus(holders, release_delay_s=1.0)
+
+
+def rigger_run(incident: Incident, *extra: str) -> tuple[int, list[dict[str, Any]], str]:
+    done = subprocess.run(
+        [*incident.in_ns, sys.executable, "-m", "engine.cli", "run", str(incident.playbook),
+         "--output", "jsonl", *extra],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, **incident.fake.env()},
+    )
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return done.returncode, events, done.stderr
+
+
+def results(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {e["task"]: e for e in events if e["event"] == "task_result"}
+
+
+def recap(events: list[dict[str, Any]]) -> dict[str, Any]:
+    last = events[-1]
+    assert last["event"] == "recap", last
+    return dict(last["hosts"]["localhost"])
+
+
+def test_the_incident_left_orphans_and_leaked_segments(incident: Incident) -> None:
+    assert not alive(incident.api_server)
+    assert all(alive(pid) for pid in incident.orphans.values())
+    assert any(name.startswith("psm_") for name in incident.leaked), incident.leaked
+    assert all((incident.shm / name).exists() for name in incident.leaked)
+
+
+def test_check_mode_lists_the_orphans_and_touches_nothing(incident: Incident) -> None:
+    rc, events, stderr = rigger_run(incident, "--check", "--diff")
+    assert rc == 0, stderr
+    found = results(events)
+    gpus = found["GPUs idle"]
+    assert gpus["status"] == "changed"
+    for pid in incident.orphans.values():
+        assert f"pid {pid} " in gpus["msg"], gpus["msg"]
+    assert all(alive(pid) for pid in incident.orphans.values())
+    assert all((incident.shm / name).exists() for name in incident.leaked)
+
+
+def test_playbook_kills_orphans_and_removes_their_segments(incident: Incident) -> None:
+    rc, events, stderr = rigger_run(incident)
+    assert rc == 0, f"{stderr}\n{events}"
+    found = results(events)
+    gpus, shm = found["GPUs idle"]["data"], found["/dev/shm clean"]["data"]
+    assert set(incident.orphans.values()) <= set(gpus["killed_pids"])
+    assert gpus["mib_freed"] == 8 * WORKER_MIB + ENGINE_MIB
+    assert gpus["seconds_waited"] >= 0.9  # the fake releases memory 1 s after death
+    assert not any(alive(pid) for pid in incident.orphans.values())
+    gone = [n for n in incident.leaked if not (incident.shm / n).exists()]
+    assert gone == incident.leaked, f"left behind: {set(incident.leaked) - set(gone)}"
+    # multiprocessing's resource tracker (terminated with the session) unlinks what it
+    # tracked once the orphans are gone; what nobody tracked is left for ensure_shm_clean
+    assert shm["removed"], "ensure_shm_clean removed none of the leaked segments"
+    assert set(shm["removed"]) <= set(incident.leaked), shm["removed"]
+    assert incident.bystander.poll() is None
+    assert (incident.shm / incident.bystander_segment).exists()
+
+
+def test_second_run_is_all_ok(incident: Incident) -> None:
+    rc, events, stderr = rigger_run(incident)
+    assert rc == 0, stderr
+    counts = recap(events)
+    assert counts["changed"] == 0 and counts["failed"] == 0, counts
+    assert results(events)["GPUs idle"]["msg"] == "8 GPUs idle: 0 processes, max 3 MiB used"
