@@ -24,6 +24,7 @@ from typing import Any
 
 from engine.models import jsonpatch
 from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
+from engine.probes import ProbeError
 
 KV_CACHE_AUTO_EDITS: dict[str, tuple[str, ...]] = {
     "config.json": (
@@ -135,7 +136,10 @@ def _describe(ctx: TaskContext, args: Mapping[str, Any], names: list[str]) -> di
 
 
 def _read_text(ctx: TaskContext, path: str) -> str:
-    data = ctx.conn.read_file(path)
+    try:
+        data = ctx.conn.read_file(path)
+    except OSError as exc:
+        raise TaskFailed(f"cannot read {path}: {exc.strerror or exc}") from exc
     if data is None:
         raise TaskFailed(f"{path} vanished while being read")
     try:
@@ -144,8 +148,9 @@ def _read_text(ctx: TaskContext, path: str) -> str:
         raise TaskFailed(f"{path} is not UTF-8 text; left untouched") from exc
 
 
-def _patch_one(ctx: TaskContext, args: Mapping[str, Any], edits: FileEdits,
-               info: Mapping[str, Any]) -> FilePatch | None:
+def _patch_one(
+    ctx: TaskContext, args: Mapping[str, Any], edits: FileEdits, info: Mapping[str, Any]
+) -> FilePatch | None:
     path = posixpath.join(args["path"], edits.name)
     if info["kind"] == "missing" or info.get("dangling"):
         if edits.optional:
@@ -178,11 +183,7 @@ def _plan_patched(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchang
     if not wanted:
         raise TaskFailed("nothing to do: give kv_cache_dtype, set or remove")
     files = _describe(ctx, args, [edits.name for edits in wanted])["files"]
-    patches = [
-        patch
-        for edits in wanted
-        if (patch := _patch_one(ctx, args, edits, files[edits.name])) is not None
-    ]
+    patches = [patch for edits in wanted if (patch := _patch_one(ctx, args, edits, files[edits.name])) is not None]
     if not patches:
         names = ", ".join(edits.name for edits in wanted)
         return Unchanged(f"already patched: {names} carry none of the edits", {"files": {}})
@@ -205,8 +206,7 @@ def _plan_restored(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchan
         path = posixpath.join(args["path"], name)
         current = ctx.conn.read_file(path) or b""
         original = ctx.conn.read_file(path + args["backup_suffix"]) or b""
-        diffs.append(Diff(path, current.decode("utf-8", "replace"),
-                          original.decode("utf-8", "replace")))
+        diffs.append(Diff(path, current.decode("utf-8", "replace"), original.decode("utf-8", "replace")))
     return Change(
         summary="restore " + ", ".join(names),
         diffs=tuple(diffs),
@@ -221,12 +221,16 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
 
 
 def _apply_patch(ctx: TaskContext, args: Mapping[str, Any], patch: FilePatch) -> None:
-    ctx.conn.run_probe(
-        "model_fileops",
-        {"op": "backup", "path": patch.path, "backup_suffix": args["backup_suffix"]},
-    )
-    # write_file renames a temp file over the path: a symlink is replaced, not followed.
-    ctx.conn.write_file(patch.path, patch.after.encode("utf-8"))
+    try:
+        ctx.conn.run_probe(
+            "model_fileops",
+            {"op": "backup", "path": patch.path, "backup_suffix": args["backup_suffix"]},
+        )
+        # write_file renames a temp file over the path: a symlink is replaced, not followed.
+        ctx.conn.write_file(patch.path, patch.after.encode("utf-8"))
+    except (OSError, ProbeError) as exc:
+        raise TaskFailed(f"cannot patch {patch.path}: {exc}; the file is unchanged "
+                         "(become: true if root owns it)") from exc
 
 
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
@@ -234,20 +238,20 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
         for name in change.payload["names"]:
             ctx.conn.run_probe(
                 "model_fileops",
-                {"op": "restore", "path": posixpath.join(args["path"], name),
-                 "backup_suffix": args["backup_suffix"]},
+                {"op": "restore", "path": posixpath.join(args["path"], name), "backup_suffix": args["backup_suffix"]},
             )
-        return Result(changed=True, msg=change.summary, diffs=change.diffs,
-                      data={"restored": list(change.payload["names"])})
+        return Result(
+            changed=True, msg=change.summary, diffs=change.diffs, data={"restored": list(change.payload["names"])}
+        )
     patches: list[FilePatch] = list(change.payload["patches"])
     for patch in patches:
         _apply_patch(ctx, args, patch)
     warnings = tuple(
-        f"{p.path} was not formatted the way json.dumps writes it; it was reformatted"
-        for p in patches if p.reformatted
+        f"{p.path} was not formatted the way json.dumps writes it; it was reformatted" for p in patches if p.reformatted
     ) + tuple(
         f"{p.path} was a symlink; replaced by a patched regular file (the target is untouched)"
-        for p in patches if p.was_symlink
+        for p in patches
+        if p.was_symlink
     )
     return Result(
         changed=True,

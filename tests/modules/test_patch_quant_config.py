@@ -227,3 +227,4 @@ def test_general_set_and_remove_on_any_json_file(model_dir: Path) -> None:
     assert any("reformatted" in w for w in result.warnings)
     with pytest.raises(TaskFailed, match="is not an object"):
         run_task(model_dir, set={"config.json": {"model_type.x": 1}})
+

@@ -27,7 +27,7 @@ import sshlab
 
 from engine.connection.base import ScopedConnection, TaskScope
 from engine.connection.ssh import SSHConnection
-from engine.module_api import Change, Result, TaskContext, Unchanged
+from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
 from modules import check_serving_compat, ensure_model, patch_quant_config
 
 pytestmark = pytest.mark.slow
@@ -135,3 +135,17 @@ def test_ensure_model_over_ssh_downloads_on_the_host(ssh: SSHConnection, mirror:
     for name, data in repo_files().items():
         assert (local_dir / name).read_bytes() == data
     assert isinstance(converge(ensure_model, ssh, args, become=True), Unchanged)
+
+
+def test_patch_without_permission_fails_clearly_and_changes_nothing(
+        ssh: SSHConnection, user_dir: Path) -> None:
+    """The SSH user may read but not write a root-owned model directory."""
+    model = user_dir / "kimi"
+    shutil.copytree(FIXTURE, model)
+    user_dir.chmod(0o755)
+    before = {p.name: p.read_bytes() for p in model.iterdir()}
+    args = {"path": str(model), "kv_cache_dtype": "auto", "set": {}, "remove": {},
+            "state": "patched", "backup_suffix": ".rigger-orig"}
+    with pytest.raises(TaskFailed, match=r"cannot patch .*config\.json.*become: true"):
+        converge(patch_quant_config, ssh, args, become=False)
+    assert {p.name: p.read_bytes() for p in model.iterdir()} == before
