@@ -33,32 +33,42 @@ SCHEMA: dict[str, Any] = {
     "properties": {
         "model": {"type": "string", "description": "The model directory on the host."},
         "tensor_parallel_size": {
-            "type": "integer", "minimum": 1, "default": 1,
+            "type": "integer",
+            "minimum": 1,
+            "default": 1,
             "description": "The tensor parallel size vLLM will be started with.",
         },
         "gpu_memory_utilization": {
-            "type": "number", "exclusiveMinimum": 0, "maximum": 1, "default": 0.9,
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": 1,
+            "default": 0.9,
             "description": "The fraction of each GPU's memory vLLM may use (vLLM's option).",
         },
         "kv_cache_dtype": {
-            "type": "string", "default": "auto",
+            "type": "string",
+            "default": "auto",
             "description": "The --kv-cache-dtype vLLM will get; `auto` takes the checkpoint's.",
         },
         "fail_on": {
-            "type": "string", "enum": ["incompatible", "warning", "never"],
+            "type": "string",
+            "enum": ["incompatible", "warning", "never"],
             "default": "incompatible",
             "description": "Fail the task on incompatible findings, on warnings too, or never.",
         },
         "vllm_python": {
-            "type": "string", "default": "python3",
+            "type": "string",
+            "default": "python3",
             "description": "The host's Python interpreter that vLLM is installed for.",
         },
         "vllm_version": {
-            "type": ["string", "null"], "default": None,
+            "type": ["string", "null"],
+            "default": None,
             "description": "Take this vLLM version instead of looking on the host.",
         },
         "triton_mla_fp8": {
-            "type": ["boolean", "null"], "default": None,
+            "type": ["boolean", "null"],
+            "default": None,
             "description": "Whether vLLM's TRITON_MLA accepts an FP8 KV cache, instead of "
             "reading it from the installed vLLM's source.",
         },
@@ -69,7 +79,10 @@ MODEL_FILES = ("config.json", "hf_quant_config.json", "model.safetensors.index.j
 
 
 def _read_json(ctx: TaskContext, path: str, required: bool) -> Any:
-    data = ctx.conn.read_file(path)
+    try:
+        data = ctx.conn.read_file(path)
+    except OSError as exc:
+        raise TaskFailed(f"cannot read {path}: {exc.strerror or exc}") from exc
     if data is None:
         if required:
             raise TaskFailed(f"{path} does not exist: is {posixpath.dirname(path)} a model?")
@@ -89,26 +102,32 @@ def _vllm_probe(ctx: TaskContext, python: str) -> dict[str, Any]:
 
 def vllm_facts(ctx: TaskContext, args: Mapping[str, Any]) -> dict[str, Any]:
     if args.get("vllm_version"):
-        info: dict[str, Any] = {"installed": True, "version": args["vllm_version"],
-                                "python": "(given)", "triton_mla_fp8": None}
+        info: dict[str, Any] = {
+            "installed": True,
+            "version": args["vllm_version"],
+            "python": "(given)",
+            "triton_mla_fp8": None,
+        }
     else:
         info = _vllm_probe(ctx, args["vllm_python"])
     if args.get("triton_mla_fp8") is not None:
         info["triton_mla_fp8"] = args["triton_mla_fp8"]
-    return {f"vllm.{key}": info.get(key) for key in
-            ("installed", "version", "distribution", "python", "triton_mla_fp8", "error")}
+    return {
+        f"vllm.{key}": info.get(key)
+        for key in ("installed", "version", "distribution", "python", "triton_mla_fp8", "error")
+    }
 
 
 def gather_facts(ctx: TaskContext, args: Mapping[str, Any]) -> dict[str, Any]:
     config, hf_quant, index = (
-        _read_json(ctx, posixpath.join(args["model"], name), name == "config.json")
-        for name in MODEL_FILES
+        _read_json(ctx, posixpath.join(args["model"], name), name == "config.json") for name in MODEL_FILES
     )
     model = modelinfo.model_facts(config, hf_quant, index)
     model.update(modelinfo.effective_kv(model, args["kv_cache_dtype"]))
     gpu = modelinfo.gpu_facts(ctx.facts.get("gpus") or [])
-    serve = modelinfo.serve_facts(model, gpu, args["tensor_parallel_size"],
-                                  args["gpu_memory_utilization"], args["kv_cache_dtype"])
+    serve = modelinfo.serve_facts(
+        model, gpu, args["tensor_parallel_size"], args["gpu_memory_utilization"], args["kv_cache_dtype"]
+    )
     return {**model, **gpu, **serve, **vllm_facts(ctx, args)}
 
 
@@ -117,8 +136,7 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change:
 
 
 def _fails(fail_on: str, found: list[compat.Finding]) -> list[compat.Finding]:
-    severities = {"incompatible": ("incompatible",), "warning": compat.SEVERITIES,
-                  "never": ()}[fail_on]
+    severities = {"incompatible": ("incompatible",), "warning": compat.SEVERITIES, "never": ()}[fail_on]
     return [f for f in found if f.severity in severities]
 
 
@@ -130,14 +148,15 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     facts = gather_facts(ctx, args)
     found = compat.findings(rules, facts)
     compatible = not any(f.severity == "incompatible" for f in found)
-    data = {"compatible": compatible, "findings": [f.as_data() for f in found],
-            "facts": facts}
+    data = {"compatible": compatible, "findings": [f.as_data() for f in found], "facts": facts}
     failing = _fails(args["fail_on"], found)
     if failing:
         raise TaskFailed("; ".join(f"[{f.id}] {f.message}" for f in failing), data)
-    summary = (f"{facts['model.architecture']} with TP {args['tensor_parallel_size']} on "
-               f"{facts['gpu.count']} GPU(s) (SM {facts['gpu.sm']}), vLLM "
-               f"{facts['vllm.version'] or 'not found'}")
+    summary = (
+        f"{facts['model.architecture']} with TP {args['tensor_parallel_size']} on "
+        f"{facts['gpu.count']} GPU(s) (SM {facts['gpu.sm']}), vLLM "
+        f"{facts['vllm.version'] or 'not found'}"
+    )
     verdict = "compatible" if compatible else "INCOMPATIBLE"
     return Result(
         changed=False,

@@ -35,6 +35,7 @@ from engine.models.manifest import (
     is_commit,
 )
 from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
+from engine.probes import ProbeError
 
 PASS_THROUGH_ENV = (
     "HF_ENDPOINT",
@@ -133,7 +134,10 @@ def _manifest_path(args: Mapping[str, Any]) -> str:
 
 
 def read_manifest(ctx: TaskContext, args: Mapping[str, Any]) -> Manifest | None:
-    data = ctx.conn.read_file(_manifest_path(args))
+    try:
+        data = ctx.conn.read_file(_manifest_path(args))
+    except OSError as exc:
+        raise TaskFailed(f"cannot read {_manifest_path(args)}: {exc.strerror or exc}") from exc
     return None if data is None else Manifest.parse(data)
 
 
@@ -175,10 +179,13 @@ def _install_hint(error: str, args: Mapping[str, Any]) -> str:
 
 def verify_local(ctx: TaskContext, args: Mapping[str, Any], listing: Listing, mode: str) -> dict[str, Any]:
     files = {f.name: f.expected() for f in listing.files}
-    return ctx.conn.run_probe(
-        "model_verify",
-        {"op": "verify", "local_dir": args["local_dir"], "files": files, "verify": mode},
-    )
+    try:
+        return ctx.conn.run_probe(
+            "model_verify",
+            {"op": "verify", "local_dir": args["local_dir"], "files": files, "verify": mode},
+        )
+    except ProbeError as exc:
+        raise TaskFailed(f"cannot verify {args['local_dir']}: {exc}") from exc
 
 
 def problems(report: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -326,7 +333,10 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
         lines = [_describe(n, r) for n, r in sorted(bad.items())] + report["index_problems"]
         raise TaskFailed("the snapshot is still not intact after downloading: " + "; ".join(lines), {"problems": lines})
     manifest = Manifest.build(args, listing, args["verify"])
-    ctx.conn.write_file(_manifest_path(args), manifest.to_json().encode())
+    try:
+        ctx.conn.write_file(_manifest_path(args), manifest.to_json().encode())
+    except (OSError, ProbeError) as exc:
+        raise TaskFailed(f"files verified, but the manifest could not be written: {exc}") from exc
     notes: tuple[str, ...] = change.payload["notes"]
     return Result(
         changed=True,

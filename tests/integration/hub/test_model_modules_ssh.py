@@ -149,3 +149,20 @@ def test_patch_without_permission_fails_clearly_and_changes_nothing(
     with pytest.raises(TaskFailed, match=r"cannot patch .*config\.json.*become: true"):
         converge(patch_quant_config, ssh, args, become=False)
     assert {p.name: p.read_bytes() for p in model.iterdir()} == before
+
+
+def test_unreadable_shard_fails_verification_clearly(ssh: SSHConnection, mirror: OlahMirror,
+                                                      user_dir: Path) -> None:
+    """Downloaded as root; verified by the unprivileged user offline from the manifest."""
+    local_dir = user_dir / "tiny"
+    args = {"repo_id": REPO_ID, "revision": mirror.commit, "local_dir": str(local_dir),
+            "allow_patterns": None, "ignore_patterns": None, "max_workers": 2,
+            "verify": "sha256", "python": VLLM_PYTHON, "endpoint": None,
+            "reserve_free_mib": 1}
+    assert isinstance(converge(ensure_model, ssh, args, become=True), Result)
+    user_dir.chmod(0o755)
+    (local_dir / "model-00002-of-00002.safetensors").chmod(0o600)
+    unprivileged = {**args, "python": "/usr/bin/python3"}  # no hub needed: manifest covers it
+    with pytest.raises(TaskFailed, match=r"cannot verify .*Permission denied"):
+        converge(ensure_model, ssh, unprivileged, become=False)
+    assert isinstance(converge(ensure_model, ssh, unprivileged, become=True), Unchanged)
