@@ -185,8 +185,9 @@ def _plan_patched(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchang
     files = _describe(ctx, args, [edits.name for edits in wanted])["files"]
     patches = [patch for edits in wanted if (patch := _patch_one(ctx, args, edits, files[edits.name])) is not None]
     if not patches:
-        names = ", ".join(edits.name for edits in wanted)
-        return Unchanged(f"already patched: {names} carry none of the edits", {"files": {}})
+        present = [e.name for e in wanted if files[e.name]["kind"] in ("file", "symlink")]
+        return Unchanged(f"already patched: {', '.join(present)} carry none of the edits",
+                         {"files": {}})
     summary = "edit " + "; ".join(f"{p.name}: {', '.join(p.keys)}" for p in patches)
     return Change(
         summary=summary,
