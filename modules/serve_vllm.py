@@ -238,11 +238,10 @@ def _spec_diffs(record: Mapping[str, Any] | None, spec: LaunchSpec) -> tuple[Dif
 
 
 def _check_port(conn: Connection, args: Mapping[str, Any], status: sessions.ServerStatus) -> None:
-    taken = sessions.foreign_listener(conn, int(args["port"]), status.session_pids)
+    strict = status.record is None  # no server of ours could be the invisible holder
+    taken = sessions.foreign_listener(conn, int(args["port"]), status.session_pids, strict)
     if taken is not None:
-        raise TaskFailed(
-            sessions.port_taken_message(int(args["port"]), taken), {"port": args["port"]}
-        )
+        raise TaskFailed(sessions.port_taken_message(int(args["port"]), taken), {"port": args["port"]})
 
 
 def _plan_stop(status: sessions.ServerStatus) -> Change | Unchanged:
@@ -295,8 +294,7 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     if reason is None:
         record = status.record or {}
         return Unchanged(
-            f"vLLM pid {record.get('pid')} running and healthy on port {args['port']}, "
-            f"same spec ({spec_hash[:12]})",
+            f"vLLM pid {record.get('pid')} running and healthy on port {args['port']}, same spec ({spec_hash[:12]})",
             _data(args, record),
         )
     _check_port(ctx.conn, args, status)
@@ -326,10 +324,12 @@ def _stop(ctx: TaskContext, args: Mapping[str, Any], status: sessions.ServerStat
         return "nothing running"
     ctx.progress(f"stopping vLLM session {status.record.get('sid') if status.record else '?'}")
     answer = sessions.stop_session(ctx.conn, status.session, float(args["stop_timeout_s"]))
-    sessions.wait_port_free(ctx.conn, int(args["port"]), float(args["stop_timeout_s"]))
+    sessions.ensure_port_free(ctx.conn, int(args["port"]), float(args["stop_timeout_s"]))
+    killed = len(answer["killed"])
     return (
-        f"stopped {len(status.session)} process(es): {len(answer['terminated'])} on SIGTERM, "
-        f"{len(answer['killed'])} needed SIGKILL"
+        f"stopped vLLM session {status.record.get('sid') if status.record else '?'}: "
+        f"{len(status.session)} process(es) ended, "
+        f"{f'{killed} needed SIGKILL' if killed else 'all on SIGTERM'}; port {args['port']} is free"
     )
 
 
@@ -366,7 +366,12 @@ def _start(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec) -> Resul
         timeout_s=float(args["ready_timeout_s"]),
     )
     ready = wait_ready(ctx.conn, target, ctx.progress)
-    data = {**_data(args, record), "ready_s": round(ready.elapsed_s, 1), "phase": ready.phase}
+    data = {
+        **_data(args, record),
+        "ready_s": round(ready.elapsed_s, 1),
+        "phase": ready.phase,
+        "phases": [{"phase": name, "at_s": at} for name, at in ready.phases],
+    }
     if not ready.ready:
         _cleanup_failed(ctx, args)
         raise TaskFailed(
@@ -400,7 +405,7 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     stopped = _stop(ctx, args, status)
     if args["state"] == "stopped":
         return Result(changed=True, msg=stopped, diffs=change.diffs, data={"port": args["port"]})
-    _check_port(ctx.conn, args, sessions.ServerStatus(None, False, (), None, None))
+    sessions.ensure_port_free(ctx.conn, int(args["port"]), float(args["stop_timeout_s"]))
     result = _start(ctx, args, _read_spec(ctx.conn, args))
     return Result(
         changed=True,

@@ -47,9 +47,7 @@ class ServerStatus:
             why = self.health_error or f"/health answered {self.health_status}"
             return f"pid {pid} running but not healthy ({why})"
         if self.session:
-            return (
-                f"pid {pid} is gone, {len(self.session)} orphaned process(es) of its session left"
-            )
+            return f"pid {pid} is gone, {len(self.session)} orphaned process(es) of its session left"
         return f"pid {pid} is not running"
 
 
@@ -76,15 +74,19 @@ def describe_process(proc: Mapping[str, Any]) -> str:
     return f"pid {proc.get('pid')} ({proc.get('user') or proc.get('uid')}): {cmdline}"
 
 
-def foreign_listener(conn: Connection, port: int, ours: Sequence[int]) -> Mapping[str, Any] | None:
-    """The port's listener when it is not one of our session's processes, else None."""
+def foreign_listener(conn: Connection, port: int, ours: Sequence[int], strict: bool) -> Mapping[str, Any] | None:
+    """The port's listener when it is not one of our session's processes, else None.
+
+    A listener rigger cannot see (no process found holding the socket) counts as foreign
+    only when ``strict``: right after our server died, its last threads may still hold it.
+    """
     answer = conn.run_probe("port_owner", {"port": port})
     if not answer["listening"]:
         return None
     owners = [p for p in answer["owners"] if int(p["pid"]) not in set(ours)]
-    if answer["owners"] and not owners:
-        return None
-    return answer
+    if owners or (strict and not answer["owners"]):
+        return answer
+    return None
 
 
 def port_taken_message(port: int, answer: Mapping[str, Any]) -> str:
@@ -100,9 +102,7 @@ def port_taken_message(port: int, answer: Mapping[str, Any]) -> str:
     )
 
 
-def stop_session(
-    conn: Connection, session: Sequence[Mapping[str, Any]], term_s: float
-) -> dict[str, Any]:
+def stop_session(conn: Connection, session: Sequence[Mapping[str, Any]], term_s: float) -> dict[str, Any]:
     """SIGTERM every process of the session, SIGKILL what is left after ``term_s``."""
     if not session:
         return {"terminated": [], "killed": [], "gone": [], "skipped": [], "alive": []}
@@ -118,14 +118,17 @@ def stop_session(
     return answer
 
 
-def wait_port_free(conn: Connection, port: int, timeout_s: float) -> None:
-    """Wait until nothing listens on the port; fail naming whoever still does."""
+def ensure_port_free(conn: Connection, port: int, timeout_s: float) -> None:
+    """Wait until nothing listens on the port; fail at once when a process we can see
+    holds it (everything of ours was stopped before this is called), or at the timeout
+    when the holder is invisible or still dying (a SIGKILLed server's threads)."""
     deadline = time.monotonic() + timeout_s
     while True:
         answer = conn.run_probe("port_owner", {"port": port})
         if not answer["listening"]:
             return
-        if time.monotonic() >= deadline:
+        visible = bool(answer["owners"])
+        if visible or time.monotonic() >= deadline:
             raise TaskFailed(port_taken_message(port, answer), {"port": port})
         time.sleep(PORT_POLL_S)
 

@@ -51,10 +51,7 @@ class LaunchSpec:
         return {**dict(self.env), **{name: SECRET_SHOWN_AS for name in self.secret_env}}
 
     def spec_hash(self) -> str:
-        secrets = {
-            name: hashlib.sha256(value.encode()).hexdigest()
-            for name, value in sorted(self.secret_env.items())
-        }
+        secrets = {name: hashlib.sha256(value.encode()).hexdigest() for name, value in sorted(self.secret_env.items())}
         material = {
             "argv": list(self.argv),
             "env": dict(sorted(self.env.items())),
@@ -126,8 +123,7 @@ def public_env(env: Mapping[str, Any] | None) -> dict[str, str]:
 def config_digests(files: Mapping[str, bytes | None]) -> dict[str, str]:
     """sha256 of each model config file, or ``absent``."""
     return {
-        name: hashlib.sha256(data).hexdigest() if data is not None else "absent"
-        for name, data in sorted(files.items())
+        name: hashlib.sha256(data).hexdigest() if data is not None else "absent" for name, data in sorted(files.items())
     }
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.connection.base import Connection
-from engine.serving.readiness import LogFollower, fatal_line, last_error_line, tail
+from engine.serving.readiness import LogFollower, fatal_line, last_error_line, phase_of, tail
 
 POLL_S = 1.0
 PROGRESS_EVERY_S = 5.0
@@ -45,6 +45,7 @@ class Readiness:
     reason: str = ""
     fatal_line: str | None = None
     log_tail: tuple[str, ...] = ()
+    phases: tuple[tuple[str, float], ...] = ()
 
     def failure_message(self, log_path: str) -> str:
         lines = "\n".join(f"  | {line}" for line in self.log_tail)
@@ -65,29 +66,44 @@ def _probe_args(target: WaitTarget, offset: int, stage: str) -> dict[str, Any]:
     }
 
 
-def _failed(follower: LogFollower, elapsed: float, reason: str, line: str | None) -> Readiness:
+@dataclass
+class _Seen:
+    """The log so far and when each phase was first seen (seconds after launch)."""
+
+    follower: LogFollower
+    phases: list[tuple[str, float]]
+
+    def feed(self, text: str, elapsed: float) -> list[str]:
+        new_lines = self.follower.feed(text)
+        for line in new_lines:  # every phase named, even several in one poll
+            phase = phase_of([line])
+            if phase and (not self.phases or self.phases[-1][0] != phase):
+                self.phases.append((phase, round(elapsed, 1)))
+        return new_lines
+
+
+def _failed(seen: _Seen, elapsed: float, reason: str, line: str | None) -> Readiness:
     return Readiness(
         ready=False,
         elapsed_s=elapsed,
-        phase=follower.phase,
+        phase=seen.follower.phase,
         reason=reason,
         fatal_line=line,
-        log_tail=tuple(tail(follower.all_lines())),
+        log_tail=tuple(tail(seen.follower.all_lines())),
+        phases=tuple(seen.phases),
     )
 
 
-def _verdict(
-    answer: Mapping[str, Any], follower: LogFollower, new_lines: list[str], elapsed: float
-) -> Readiness | None:
+def _verdict(answer: Mapping[str, Any], seen: _Seen, new_lines: list[str], elapsed: float) -> Readiness | None:
     fatal = fatal_line(new_lines)
     if fatal:
-        return _failed(follower, elapsed, f"fatal log line: {fatal}", fatal)
+        return _failed(seen, elapsed, f"fatal log line: {fatal}", fatal)
     if answer["stage"] == "completion":
-        return Readiness(True, elapsed, follower.phase, "ready")
+        return Readiness(True, elapsed, seen.follower.phase, "ready", phases=tuple(seen.phases))
     if not answer["alive"]:
-        line = last_error_line(follower.all_lines())
+        line = last_error_line(seen.follower.all_lines())
         reason = "the server process exited" + (f"; last error: {line}" if line else "")
-        return _failed(follower, elapsed, reason, line)
+        return _failed(seen, elapsed, reason, line)
     return None
 
 
@@ -98,26 +114,24 @@ def wait_ready(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Readiness:
-    follower = LogFollower([])
+    seen = _Seen(LogFollower([]), [])
     offset, stage = 0, "none"
     started = clock()
     last_report, last_phase = started, None
     while True:
         answer = conn.run_probe("vllm_wait", _probe_args(target, offset, stage))
         offset, stage = int(answer["offset"]), str(answer["stage"])
-        new_lines = follower.feed(str(answer["log_text"]))
         elapsed = clock() - started
-        verdict = _verdict(answer, follower, new_lines, elapsed)
+        new_lines = seen.feed(str(answer["log_text"]), elapsed)
+        verdict = _verdict(answer, seen, new_lines, elapsed)
         if verdict is not None:
             return verdict
         if elapsed >= target.timeout_s:
-            why = (
-                f"not ready after {target.timeout_s:g}s ({STAGE_NAMES[stage]}: {answer['detail']})"
-            )
-            return _failed(follower, elapsed, why, None)
+            doing = f"{STAGE_NAMES[stage]}: {answer['detail']}"
+            return _failed(seen, elapsed, f"not ready after {target.timeout_s:g}s ({doing})", None)
         now = clock()
-        if follower.phase != last_phase or now - last_report >= PROGRESS_EVERY_S:
-            phase = follower.phase or "starting"
-            progress(f"vLLM {phase}, {STAGE_NAMES[stage]} ({elapsed:.0f}s)")
-            last_report, last_phase = now, follower.phase
+        phase = seen.follower.phase
+        if phase != last_phase or now - last_report >= PROGRESS_EVERY_S:
+            progress(f"vLLM {phase or 'starting'}, {STAGE_NAMES[stage]} ({elapsed:.0f}s)")
+            last_report, last_phase = now, phase
         sleep(POLL_S)
