@@ -186,7 +186,7 @@ def _plan_patched(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchang
     patches = [patch for edits in wanted if (patch := _patch_one(ctx, args, edits, files[edits.name])) is not None]
     if not patches:
         present = [e.name for e in wanted if files[e.name]["kind"] in ("file", "symlink")]
-        return Unchanged(f"already patched: {', '.join(present)} carry none of the edits",
+        return Unchanged(f"already patched: no edit left to make in {', '.join(present)}",
                          {"files": {}})
     summary = "edit " + "; ".join(f"{p.name}: {', '.join(p.keys)}" for p in patches)
     return Change(

@@ -206,7 +206,7 @@ def test_hf_quant_config_is_optional_for_the_convenience(model_dir: Path) -> Non
     assert result is not None and list(result.data["files"]) == ["config.json"]
     again = mod.plan(planning(make_ctx()), args_for(model_dir, kv_cache_dtype="auto"))
     assert isinstance(again, Unchanged)
-    assert again.msg == "already patched: config.json carry none of the edits"
+    assert again.msg == "already patched: no edit left to make in config.json"
 
 
 def test_general_set_and_remove_on_any_json_file(model_dir: Path) -> None:
