@@ -10,6 +10,8 @@ command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
 command -v sudo >/dev/null 2>&1 || missing+=(sudo)
 command -v useradd >/dev/null 2>&1 || missing+=(passwd)
 command -v timeout >/dev/null 2>&1 || missing+=(coreutils)
+command -v pgrep >/dev/null 2>&1 || missing+=(procps)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
 
 if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
