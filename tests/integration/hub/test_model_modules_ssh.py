@@ -1,8 +1,8 @@
 """The model modules over SSH: code on the controller, files and downloads on the host.
 
 Real: an OpenSSH sshd on 127.0.0.7 (the SSH tests' harness, tests/integration/ssh/sshlab.py),
-paramiko, sudo, the olah mirror, huggingface_hub and vLLM's source in .venv-vllm run by the
-host side (as root through `become`, since that interpreter lives under /root). Stand-in:
+paramiko, sudo, the olah mirror, huggingface_hub (the test interpreter) and vLLM's source in
+.venv-vllm, run by the host side as root through `become` where the interpreter is root-only. Stand-in:
 GPU facts are given as the facts probe's list (8 x SM 12.0).
 """
 
@@ -110,6 +110,7 @@ def test_patch_over_ssh_replaces_symlink_and_leaves_blob(ssh: SSHConnection,
 
 
 def test_compat_over_ssh_reads_the_hosts_vllm(ssh: SSHConnection) -> None:
+    assert Path(VLLM_PYTHON).exists(), "the vLLM CPU venv (.venv-vllm) is a prerequisite"
     facts = {"gpus": [{"index": i, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
                        "memory_total_mib": 97887, "compute_capability": "12.0"}
                       for i in range(8)]}
@@ -128,7 +129,7 @@ def test_ensure_model_over_ssh_downloads_on_the_host(ssh: SSHConnection, mirror:
     local_dir = user_dir / "tiny"
     args = {"repo_id": REPO_ID, "revision": mirror.commit,
             "local_dir": str(local_dir), "allow_patterns": None, "ignore_patterns": None,
-            "max_workers": 2, "verify": "sha256", "python": VLLM_PYTHON, "endpoint": None,
+            "max_workers": 2, "verify": "sha256", "python": sys.executable, "endpoint": None,
             "reserve_free_mib": 1}
     result = converge(ensure_model, ssh, args, become=True)
     assert isinstance(result, Result) and result.changed
@@ -157,7 +158,7 @@ def test_unreadable_shard_fails_verification_clearly(ssh: SSHConnection, mirror:
     local_dir = user_dir / "tiny"
     args = {"repo_id": REPO_ID, "revision": mirror.commit, "local_dir": str(local_dir),
             "allow_patterns": None, "ignore_patterns": None, "max_workers": 2,
-            "verify": "sha256", "python": VLLM_PYTHON, "endpoint": None,
+            "verify": "sha256", "python": sys.executable, "endpoint": None,
             "reserve_free_mib": 1}
     assert isinstance(converge(ensure_model, ssh, args, become=True), Result)
     user_dir.chmod(0o755)
