@@ -11,8 +11,12 @@ vLLM, the bystander and `rigger run` share a private mount namespace whose /dev/
 fresh tmpfs (unshare/nsenter, root only), so the test neither sees nor removes segments
 of other programs on the machine, and their segments cannot disturb its counts.
 
-Real: vLLM (.venv-vllm), its processes and segments, `rigger run`, the probes, signals,
-/proc, /dev/shm, nvidia-ml-py. Not real: the GPUs (tests/fakes/fake_nvml: a
+Check mode and the second run go through the local connection; the cleaning run goes
+over SSH through a real Debian sshd (tests/integration/ssh/sshlab.py) with become, the
+probes running in rigger's remote agent on the "host" (the same machine).
+
+Real: vLLM (.venv-vllm), its processes and segments, `rigger run`, sshd, sudo, the
+probes, signals, /proc, /dev/shm, nvidia-ml-py. Not real: the GPUs (tests/fakes/fake_nvml: a
 libnvidia-ml.so.1 that lists a registered pid while that pid is alive).
 One vLLM start for the whole module (55-95 s on 2 cores).
 """
@@ -37,6 +41,9 @@ import pytest
 
 from engine.connection.local import LocalConnection
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "ssh"))
+import sshlab  # the SSH area's real-sshd harness
+
 REPO = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
 START_TIMEOUT_S = 420
@@ -58,8 +65,7 @@ def _load_fakenvml() -> Any:
 
 fakenvml = _load_fakenvml()
 
-PLAYBOOK = """\
-- hosts: localhost
+TASKS = """\
   tasks:
     - name: GPUs idle
       ensure_gpus_idle:
@@ -69,6 +75,8 @@ PLAYBOOK = """\
       ensure_shm_clean:
         min_age_s: 0
 """
+PLAYBOOK = "- hosts: localhost\n" + TASKS
+SSH_PLAYBOOK = "- hosts: gpu1\n  become: true\n  gather_facts: false\n" + TASKS
 
 KEEP_SEGMENT = """
 import sys
@@ -225,10 +233,40 @@ def register_orphans(fake: Any, orphans: dict[str, int]) -> None:
     fake.eight_gpus(holders, release_delay_s=1.0)
 
 
-def rigger_run(incident: Incident, *extra: str) -> tuple[int, list[dict[str, Any]], str]:
+@dataclass(frozen=True)
+class SshTarget:
+    playbook: Path
+    inventory: Path
+
+
+@pytest.fixture(scope="module")
+def over_ssh(incident: Incident, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[SshTarget]:
+    """A real sshd; on the "host" the probes run in the incident's namespace as root."""
+    work = tmp_path_factory.mktemp("incident-ssh")
+    work.chmod(0o755)
+    key = sshlab.prepare_users(work)
+    server = sshlab.start_sshd(work, "incident", ("127.0.0.9",))
+    known_hosts = work / "known_hosts"
+    known_hosts.write_text(server.known_hosts_lines())
+    env = " ".join(f"{k}={v}" for k, v in incident.fake.env().items())
+    python = f"{' '.join(incident.in_ns)} env {env} {sys.executable}"
+    host = sshlab.host_vars(server, key, known_hosts, ansible_python_interpreter=python)
+    inventory = work / "inventory.yml"
+    inventory.write_text(json.dumps({"all": {"hosts": {"gpu1": host}}}))
+    playbook = work / "incident-ssh.yml"
+    playbook.write_text(SSH_PLAYBOOK)
+    try:
+        yield SshTarget(playbook, inventory)
+    finally:
+        server.stop()
+
+
+def rigger_run(incident: Incident, *extra: str, playbook: Path | None = None
+               ) -> tuple[int, list[dict[str, Any]], str]:
     done = subprocess.run(
-        [*incident.in_ns, sys.executable, "-m", "engine.cli", "run", str(incident.playbook),
-         "--output", "jsonl", *extra],
+        [*incident.in_ns, sys.executable, "-m", "engine.cli", "run",
+         str(playbook or incident.playbook), "--output", "jsonl", *extra],
         cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
         env={**os.environ, **incident.fake.env()},
     )
@@ -240,10 +278,10 @@ def results(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {e["task"]: e for e in events if e["event"] == "task_result"}
 
 
-def recap(events: list[dict[str, Any]]) -> dict[str, Any]:
+def recap(events: list[dict[str, Any]], host: str = "localhost") -> dict[str, Any]:
     last = events[-1]
     assert last["event"] == "recap", last
-    return dict(last["hosts"]["localhost"])
+    return dict(last["hosts"][host])
 
 
 def test_the_incident_left_orphans_and_leaked_segments(incident: Incident) -> None:
@@ -265,8 +303,10 @@ def test_check_mode_lists_the_orphans_and_touches_nothing(incident: Incident) ->
     assert all((incident.shm / name).exists() for name in incident.leaked)
 
 
-def test_playbook_kills_orphans_and_removes_their_segments(incident: Incident) -> None:
-    rc, events, stderr = rigger_run(incident)
+def test_playbook_over_ssh_kills_orphans_and_removes_their_segments(
+        incident: Incident, over_ssh: SshTarget) -> None:
+    rc, events, stderr = rigger_run(incident, "-i", str(over_ssh.inventory),
+                                    playbook=over_ssh.playbook)
     assert rc == 0, f"{stderr}\n{events}"
     found = results(events)
     gpus, shm = found["GPUs idle"]["data"], found["/dev/shm clean"]["data"]
@@ -284,9 +324,19 @@ def test_playbook_kills_orphans_and_removes_their_segments(incident: Incident) -
     assert (incident.shm / incident.bystander_segment).exists()
 
 
-def test_second_run_is_all_ok(incident: Incident) -> None:
+def test_second_run_is_all_ok_locally(incident: Incident) -> None:
     rc, events, stderr = rigger_run(incident)
     assert rc == 0, stderr
     counts = recap(events)
     assert counts["changed"] == 0 and counts["failed"] == 0, counts
     assert results(events)["GPUs idle"]["msg"] == "8 GPUs idle: 0 processes, max 3 MiB used"
+
+
+def test_second_run_is_all_ok_over_ssh(incident: Incident, over_ssh: SshTarget) -> None:
+    rc, events, stderr = rigger_run(incident, "-i", str(over_ssh.inventory),
+                                    playbook=over_ssh.playbook)
+    assert rc == 0, stderr
+    counts = recap(events, "gpu1")
+    assert (counts["ok"], counts["changed"], counts["failed"]) == (2, 0, 0), counts
+    assert f"{incident.bystander_segment}: in use by pid" in results(events)[
+        "/dev/shm clean"]["msg"]
