@@ -249,21 +249,21 @@ def _plan_stop(status: sessions.ServerStatus) -> Change | Unchanged:
         return Unchanged(f"not running ({status.describe()})")
     procs = "\n".join(sessions.describe_process(p) for p in status.session) + "\n"
     return Change(
-        summary=f"stop the vLLM session ({len(status.session)} processes; {status.describe()})",
+        summary=f"stop vLLM ({len(status.session)} processes; {status.describe()})",
         diffs=(Diff("vLLM processes", procs, ""),),
     )
 
 
 def _start_reason(status: sessions.ServerStatus, spec_hash: str, state: str) -> str | None:
-    """Why the server must be (re)started, or None when it already runs this spec."""
+    """What must be done and why (a verb first: output says "would ..."), or None."""
     if state == "restarted":
-        return "restart requested (state: restarted)"
+        return "restart vLLM (state: restarted)"
     if status.record is None:
-        return "no server recorded: start"
+        return "start vLLM (no server recorded)"
     if not status.healthy:
-        return f"{status.describe()}: start"
+        return f"start vLLM ({status.describe()})"
     if status.record.get("spec_hash") != spec_hash:
-        return f"spec changed (pid {status.record.get('pid')} runs an older spec): restart"
+        return f"restart vLLM: the spec changed (pid {status.record.get('pid')} runs an older one)"
     return None
 
 

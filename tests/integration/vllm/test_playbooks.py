@@ -1,0 +1,123 @@
+"""The two serving playbooks through the real CLI (`python -m engine.cli run`, a subprocess).
+
+demo_cpu.yml — Real: everything (rigger, vLLM CPU, the tiny model script, HTTP, /proc).
+kimi_k25_nvfp4.yml in check mode — Real: rigger, fact gathering through the real
+nvidia-ml-py, every module's plan, a copy of the Kimi-K2.5-NVFP4 config files. Stand-in:
+the eight SM 12.0 GPUs (tests/fakes/fake_nvml, the fake libnvidia-ml.so.1 pynvml loads).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from vllmkit import REPO, free_port, listening, live_session_members, require_vllm
+
+sys.path.insert(0, str(REPO / "tests" / "fakes" / "fake_nvml"))
+import fakenvml
+
+pytestmark = pytest.mark.slow
+FIXTURE = REPO / "tests" / "fixtures" / "kimi-k2.5-nvfp4"
+
+
+def rigger(*args: str, env: dict[str, str] | None = None, timeout_s: float = 900) -> list[Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "run", *args, "--output", "jsonl"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        check=False,
+    )
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert events and events[-1]["event"] == "recap", done.stdout[-3000:] + done.stderr[-3000:]
+    return events
+
+
+def results(events: list[Any]) -> dict[str, Any]:
+    return {e["task"]: e for e in events if e["event"] == "task_result"}
+
+
+def recap(events: list[Any]) -> dict[str, int]:
+    counts: dict[str, int] = events[-1]["hosts"]["localhost"]
+    return counts
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_demo_check_then_run_then_rerun_then_stop(tmp_path: Path) -> None:
+    require_vllm()
+    port = free_port()
+    state_dir = tmp_path / "state"
+    extra = ["-e", f"demo_port={port}", "-e", f"demo_state_dir={state_dir}"]
+
+    checked = rigger("playbooks/demo_cpu.yml", "--check", *extra)
+    assert recap(checked)["failed"] == 0, results(checked)
+    assert not state_dir.exists(), "check mode launched nothing and wrote no state"
+    assert not listening(port)
+
+    first = rigger("playbooks/demo_cpu.yml", *extra)
+    done = results(first)
+    assert recap(first)["failed"] == 0, done
+    served = done["vLLM serves the tiny model"]
+    assert served["status"] == "changed"
+    pid = int(served["data"]["pid"])
+    bench = done["Measure it"]["data"]
+    assert bench["errors"] == 0 and bench["tokens_per_s"] > 1
+    assert "output tokens/s" in done["Tokens per second"]["msg"]
+
+    second = rigger("playbooks/demo_cpu.yml", *extra)
+    assert recap(second)["changed"] == 0, results(second)
+    assert results(second)["vLLM serves the tiny model"]["data"]["pid"] == pid
+
+    stopped = rigger("playbooks/demo_cpu.yml", *extra, "-e", "demo_state=stopped")
+    assert results(stopped)["vLLM serves the tiny model"]["status"] == "changed"
+    assert live_session_members(pid) == []
+    assert not listening(port)
+
+
+def test_kimi_check_diff_on_eight_sm120_gpus_changes_nothing(tmp_path: Path) -> None:
+    fake = fakenvml.create(tmp_path / "nvml")
+    fake.eight_gpus()
+    model = tmp_path / "Kimi-K2.5-NVFP4"
+    shutil.copytree(FIXTURE, model)
+    state_dir = Path.home() / ".local" / "state" / "rigger" / "vllm"
+    state_before = tree(state_dir) if state_dir.exists() else {}
+    model_before = tree(model)
+    events = rigger(
+        "playbooks/kimi_k25_nvfp4.yml", "--check", "--diff",
+        "-e", json.dumps({"model_dir": str(model), "download_model": False,
+                          "serve_port": free_port()}),
+        env=fake.env(),
+    )  # fmt: skip
+    done = results(events)
+    assert recap(events)["failed"] == 0, done
+    # The story: the preflight finds FP8 KV on SM 12.0, so the patch would run, with its diff.
+    compat = done["Can this host's GPUs and vLLM serve the checkpoint as it is?"]
+    assert compat["data"]["facts"]["gpu.count"] == 8
+    ids = [f["id"] for f in compat["data"]["findings"]]
+    assert {"mla-fp8-kv-sm12x", "mla-fp8-kv-sm12x-vllm-unknown"} & set(ids), ids
+    patch = done["FP8 KV cache removed from the checkpoint (only where the GPUs need it)"]
+    assert patch["status"] == "changed"
+    patch_diffs = "".join(d["before"] for d in patch["diffs"])
+    assert "kv_cache_quant_algo" in patch_diffs or "kv_cache_scheme" in patch_diffs
+    # What would start: vllm serve with TP 8 and the Kimi flags.
+    serve = done["vLLM serves Kimi-K2.5 with tensor parallel 8"]
+    assert serve["status"] == "changed"
+    argv = next(d["after"] for d in serve["diffs"] if d["label"] == "vLLM argv")
+    for flag in ("vllm\nserve\n", "--tensor-parallel-size 8", "--trust-remote-code",
+                 "--reasoning-parser kimi_k2", "--kv-cache-dtype auto"):  # fmt: skip
+        assert flag in argv, argv
+    assert done["It answers, fast enough"]["status"] == "skipped"
+    # No byte and no process changed.
+    assert tree(model) == model_before
+    assert (tree(state_dir) if state_dir.exists() else {}) == state_before
