@@ -248,9 +248,10 @@ class TaskRunner:
     ) -> _Attempt:
         change = spec.plan(ctx, args)
         if change is None or isinstance(change, Unchanged):
-            msg = change.msg if isinstance(change, Unchanged) else ""
-            data = dict(change.data) if isinstance(change, Unchanged) else {}
-            return _Attempt(status="ok", changed=False, msg=msg, data=data)
+            if change is None:
+                return _Attempt(status="ok", changed=False)
+            return _Attempt(status="ok", changed=False, msg=change.msg, data=dict(change.data),
+                            warnings=tuple(change.warnings))
         assert isinstance(change, Change), f"plan() of {spec.name} returned {type(change).__name__}"
         if self.options.check_mode:
             if spec.check_mode == "skip":

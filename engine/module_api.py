@@ -47,6 +47,7 @@ class Unchanged:
 
     msg: str = ""
     data: Mapping[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -117,8 +117,12 @@ def run_in_process(name: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_output(name: str, stdout: str, stderr: str) -> dict[str, Any]:
-    """Find the marked result line in a probe's stdout."""
-    for line in reversed(stdout.splitlines()):
+    """Find the marked result line in a probe's stdout.
+
+    Split on newlines only: the marker starts with \\x1e, which ``str.splitlines``
+    treats as a line boundary.
+    """
+    for line in reversed(stdout.split("\n")):
         if line.startswith(RESULT_MARKER):
             payload = json.loads(line[len(RESULT_MARKER) :])
             if "error" in payload:

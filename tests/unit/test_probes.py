@@ -1,0 +1,43 @@
+"""Probe plumbing: the real bootstrap program run by a real python, as over SSH."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from engine import probes
+from engine.connection.local import LocalConnection
+
+
+def test_program_runs_standalone_and_parses():
+    proc = subprocess.run([sys.executable, "-c", probes.program("host")], input=json.dumps({}),
+                          capture_output=True, text=True, timeout=30)
+    answer = probes.parse_output("host", proc.stdout, proc.stderr)
+    assert answer["cpu_count"] >= 1 and "gpus" in answer
+
+
+def test_marker_survives_noise_before_it():
+    out = "warning: something\n\x0c form feed\n" + probes.RESULT_MARKER + '{"ok": {"a": 1}}\n'
+    assert probes.parse_output("x", out, "") == {"a": 1}
+
+
+def test_probe_errors_are_reported_not_raised_raw():
+    with pytest.raises(probes.ProbeError, match="remove_path failed"):
+        probes.parse_output("remove_path", probes.RESULT_MARKER + '{"error": "OSError: nope"}\n', "")
+
+
+def test_in_process_and_standalone_agree(tmp_path):
+    (tmp_path / "f").write_text("abc")
+    args = {"paths": [str(tmp_path / "f")]}
+    local = LocalConnection().run_probe("path_info", args)
+    proc = subprocess.run([sys.executable, "-c", probes.program("path_info")], input=json.dumps(args),
+                          capture_output=True, text=True, timeout=30)
+    assert probes.parse_output("path_info", proc.stdout, proc.stderr)["paths"] == local["paths"]
+
+
+def test_mutating_probes_are_declared():
+    assert probes.probe_mutates("remove_path") and probes.probe_mutates("fileio")
+    assert not probes.probe_mutates("path_info") and not probes.probe_mutates("host")
