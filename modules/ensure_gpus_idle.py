@@ -36,42 +36,53 @@ SCHEMA: dict[str, Any] = {
             "default": "all",
             "oneOf": [
                 {"const": "all"},
-                {"type": "array", "minItems": 1,
-                 "items": {"oneOf": [{"type": "integer", "minimum": 0},
-                                     {"type": "string", "minLength": 1}]}},
+                {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {"oneOf": [{"type": "integer", "minimum": 0}, {"type": "string", "minLength": 1}]},
+                },
             ],
         },
         "max_used_mib": {
-            "description": "Memory a GPU may use and still count as idle (an idle GPU never "
-                           "reads exactly 0).",
-            "type": "integer", "minimum": 0, "default": 512,
+            "description": "Memory a GPU may use and still count as idle (an idle GPU never reads exactly 0).",
+            "type": "integer",
+            "minimum": 0,
+            "default": 512,
         },
         "term_timeout_s": {
             "description": "Seconds to wait after SIGTERM before sending SIGKILL.",
-            "type": "number", "minimum": 0, "default": 15,
+            "type": "number",
+            "minimum": 0,
+            "default": 15,
         },
         "timeout_s": {
             "description": "Seconds to wait, after signalling, for the GPUs to read idle.",
-            "type": "number", "minimum": 0, "default": 60,
+            "type": "number",
+            "minimum": 0,
+            "default": 60,
         },
         "kill_patterns": {
-            **PATTERN_LIST, "default": [],
+            **PATTERN_LIST,
+            "default": [],
             "description": "Regexes (searched in process name and command line): matching "
-                           "processes are terminated too, even before they hold GPU memory.",
+            "processes are terminated too, even before they hold GPU memory.",
         },
         "protect_patterns": {
-            **PATTERN_LIST, "default": [],
+            **PATTERN_LIST,
+            "default": [],
             "description": "Regexes for processes never to signal; a GPU held by one fails.",
         },
         "only_patterns": {
-            **PATTERN_LIST, "default": [],
+            **PATTERN_LIST,
+            "default": [],
             "description": "When set, only processes matching one of these regexes may be "
-                           "signalled; a holder that does not match fails the task.",
+            "signalled; a holder that does not match fails the task.",
         },
         "vllm_tree": {
             "description": "Also terminate the vLLM processes sharing a holder's session "
-                           "(API server, EngineCore, workers, multiprocessing helpers).",
-            "type": "boolean", "default": True,
+            "(API server, EngineCore, workers, multiprocessing helpers).",
+            "type": "boolean",
+            "default": True,
         },
     },
 }
@@ -178,20 +189,12 @@ def _descendants(roots: set[int], procs: Iterable[Mapping[str, Any]]) -> set[int
     return found
 
 
-def _vllm_session_members(holders: Iterable[Holder], procs: Iterable[Mapping[str, Any]]
-                          ) -> set[int]:
-    sessions = {
-        h.proc["sid"] for h in holders
-        if h.proc and h.proc["sid"] > 1 and _matches((VLLM_PATTERN,), h.proc)
-    }
-    return {
-        p["pid"] for p in procs
-        if p["sid"] in sessions and _matches((VLLM_PATTERN, MP_HELPER_PATTERN), p)
-    }
+def _vllm_session_members(holders: Iterable[Holder], procs: Iterable[Mapping[str, Any]]) -> set[int]:
+    sessions = {h.proc["sid"] for h in holders if h.proc and h.proc["sid"] > 1 and _matches((VLLM_PATTERN,), h.proc)}
+    return {p["pid"] for p in procs if p["sid"] in sessions and _matches((VLLM_PATTERN, MP_HELPER_PATTERN), p)}
 
 
-def _extras(holders: list[Holder], procs: list[Mapping[str, Any]], rules: Rules,
-            vllm_tree: bool) -> set[int]:
+def _extras(holders: list[Holder], procs: list[Mapping[str, Any]], rules: Rules, vllm_tree: bool) -> set[int]:
     held = {h.pid for h in holders if h.proc}
     extra = {p["pid"] for p in procs if rules.kill and _matches(rules.kill, p)}
     if vllm_tree:
@@ -215,8 +218,7 @@ def _holder_problems(holders: list[Holder], own: Mapping[str, Any], rules: Rules
     problems = []
     for h in holders:
         if h.proc is None:
-            problems.append(_holder_line(h, "no such process visible here (another container "
-                                            "or PID namespace?)"))
+            problems.append(_holder_line(h, "no such process visible here (another container or PID namespace?)"))
             continue
         why = _refusal(h.proc, own, rules)
         if why:
@@ -242,8 +244,9 @@ class Target:
     holds_mib: int
 
 
-def _targets(holders: list[Holder], procs: list[Mapping[str, Any]], own: Mapping[str, Any],
-             rules: Rules, vllm_tree: bool) -> tuple[list[Target], list[str]]:
+def _targets(
+    holders: list[Holder], procs: list[Mapping[str, Any]], own: Mapping[str, Any], rules: Rules, vllm_tree: bool
+) -> tuple[list[Target], list[str]]:
     by_pid = {p["pid"]: p for p in procs}
     held: dict[int, int] = {}
     for h in holders:
@@ -259,8 +262,7 @@ def _targets(holders: list[Holder], procs: list[Mapping[str, Any]], own: Mapping
                 spared.append(f"{_describe(pid, proc)}: {why}")
             continue
         mib = f", holds {held[pid]} MiB" if pid in held else ""
-        targets.append(Target(pid, proc["start_time"], f"{_describe(pid, proc)}{mib}",
-                              held.get(pid, 0)))
+        targets.append(Target(pid, proc["start_time"], f"{_describe(pid, proc)}{mib}", held.get(pid, 0)))
     return targets, spared
 
 
@@ -285,14 +287,22 @@ def _idle_summary(gpus: list[Mapping[str, Any]], answer: Mapping[str, Any]) -> s
     return f"{len(gpus)} {noun} idle: {procs} processes, max {top} MiB used"
 
 
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 def _is_idle(gpus: list[Mapping[str, Any]], max_used_mib: int) -> bool:
     return all(not g["processes"] and (g["memory_used_mib"] or 0) <= max_used_mib for g in gpus)
 
 
 def _gpu_data(gpus: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [
-        {"index": g["index"], "uuid": g["uuid"], "memory_used_mib": g["memory_used_mib"],
-         "processes": [p["pid"] for p in g["processes"]]}
+        {
+            "index": g["index"],
+            "uuid": g["uuid"],
+            "memory_used_mib": g["memory_used_mib"],
+            "processes": [p["pid"] for p in g["processes"]],
+        }
         for g in gpus
     ]
 
@@ -305,21 +315,26 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     holders = _holders(gpus, {p["pid"]: p for p in procs})
     problems = _holder_problems(holders, table, rules)
     if problems:
-        raise TaskFailed("GPUs cannot be made idle:\n" + "\n".join(problems),
-                         {"problems": problems})
+        raise TaskFailed("GPUs cannot be made idle:\n" + "\n".join(problems), {"problems": problems})
     max_used = int(args.get("max_used_mib", 512))
     targets, spared = _targets(holders, procs, table, rules, bool(args.get("vllm_tree", True)))
     if not targets:
         invisible = _invisible_memory(gpus, max_used)
         if invisible:
-            raise TaskFailed("GPUs cannot be made idle:\n" + "\n".join(invisible),
-                             {"problems": invisible})
-        return Unchanged(_idle_summary(gpus, answer),
-                         {"gpus": _gpu_data(gpus), "killed_pids": [], "mib_freed": 0,
-                          "seconds_waited": 0.0, "backend": answer["backend"]})
+            raise TaskFailed("GPUs cannot be made idle:\n" + "\n".join(invisible), {"problems": invisible})
+        return Unchanged(
+            _idle_summary(gpus, answer),
+            {
+                "gpus": _gpu_data(gpus),
+                "killed_pids": [],
+                "mib_freed": 0,
+                "seconds_waited": 0.0,
+                "backend": answer["backend"],
+            },
+        )
     lines = [t.line for t in targets]
     return Change(
-        summary=f"terminate {len(targets)} processes: " + "; ".join(lines),
+        summary=f"terminate {_count(len(targets), 'process', 'processes')}: " + "; ".join(lines),
         diffs=(Diff("processes to signal (SIGTERM, then SIGKILL)", "\n".join(lines) + "\n", ""),),
         payload={
             "targets": [{"pid": t.pid, "start_time": t.start_time} for t in targets],
@@ -330,8 +345,7 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     )
 
 
-def _wait_idle(ctx: TaskContext, args: Mapping[str, Any]
-               ) -> tuple[list[Mapping[str, Any]], float, bool]:
+def _wait_idle(ctx: TaskContext, args: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], float, bool]:
     started = time.monotonic()
     deadline = started + float(args.get("timeout_s", 60))
     max_used = int(args.get("max_used_mib", 512))
@@ -347,15 +361,14 @@ def _wait_idle(ctx: TaskContext, args: Mapping[str, Any]
 def _busy_text(gpus: list[Mapping[str, Any]], max_used_mib: int) -> str:
     busy = [g for g in gpus if g["processes"] or (g["memory_used_mib"] or 0) > max_used_mib]
     return ", ".join(
-        f"GPU {g['index']} {g['memory_used_mib']} MiB, pids {[p['pid'] for p in g['processes']]}"
-        for g in busy
+        f"GPU {g['index']} {g['memory_used_mib']} MiB, pids {[p['pid'] for p in g['processes']]}" for g in busy
     )
 
 
-def _still_busy(ctx: TaskContext, gpus: list[Mapping[str, Any]], signalled: Mapping[str, Any],
-                max_used_mib: int) -> list[str]:
-    table = ctx.conn.run_probe("procs", {"pids": sorted(
-        {p["pid"] for g in gpus for p in g["processes"]})})
+def _still_busy(
+    ctx: TaskContext, gpus: list[Mapping[str, Any]], signalled: Mapping[str, Any], max_used_mib: int
+) -> list[str]:
+    table = ctx.conn.run_probe("procs", {"pids": sorted({p["pid"] for g in gpus for p in g["processes"]})})
     holders = _holders(gpus, {p["pid"]: p for p in table["processes"]})
     notes = {s["pid"]: s["reason"] for s in signalled["skipped"]}
     notes.update({a["pid"]: a["reason"] for a in signalled["alive"]})
@@ -375,11 +388,14 @@ def _state_reason(h: Holder) -> str:
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     payload = change.payload
     ctx.progress(f"signalling {len(payload['targets'])} processes")
-    signalled = ctx.conn.run_probe("signal_procs", {
-        "targets": payload["targets"],
-        "term_timeout_s": float(args.get("term_timeout_s", 15)),
-        "kill_after_term": True,
-    })
+    signalled = ctx.conn.run_probe(
+        "signal_procs",
+        {
+            "targets": payload["targets"],
+            "term_timeout_s": float(args.get("term_timeout_s", 15)),
+            "kill_after_term": True,
+        },
+    )
     gpus, waited_s, idle = _wait_idle(ctx, args)
     ended = sorted(signalled["terminated"] + signalled["killed"])
     data = {
@@ -388,21 +404,21 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
         "already_gone_pids": sorted(signalled["gone"]),
         "skipped": signalled["skipped"],
         "spared": payload["spared"],
-        "mib_freed": max(0, payload["used_mib_before"]
-                         - sum((g["memory_used_mib"] or 0) for g in gpus)),
+        "mib_freed": max(0, payload["used_mib_before"] - sum((g["memory_used_mib"] or 0) for g in gpus)),
         "seconds_waited": round(waited_s, 2),
         "gpus": _gpu_data(gpus),
     }
     if not idle:
         lines = _still_busy(ctx, gpus, signalled, int(args.get("max_used_mib", 512)))
         lines += [f"pid {s['pid']} not signalled: {s['reason']}" for s in signalled["skipped"]]
-        raise TaskFailed(
-            f"GPUs not idle after {waited_s:.1f}s:\n" + "\n".join(dict.fromkeys(lines)), data)
+        raise TaskFailed(f"GPUs not idle after {waited_s:.1f}s:\n" + "\n".join(dict.fromkeys(lines)), data)
     return Result(
         changed=bool(ended),
-        msg=(f"terminated {len(ended)} processes ({len(signalled['killed'])} needed SIGKILL), "
-             f"freed {data['mib_freed']} MiB, waited {waited_s:.1f}s; "
-             + _idle_summary(gpus, {"backend": "", "notes": []})),
+        msg=(
+            f"terminated {len(ended)} processes ({len(signalled['killed'])} needed SIGKILL), "
+            f"freed {data['mib_freed']} MiB, waited {waited_s:.1f}s; "
+            + _idle_summary(gpus, {"backend": "", "notes": []})
+        ),
         diffs=change.diffs,
         data=data,
     )
