@@ -34,28 +34,35 @@ SCHEMA: dict[str, Any] = {
     "properties": {
         "path": {
             "description": "Absolute path of the shared-memory directory to clean.",
-            "type": "string", "pattern": "^/", "default": "/dev/shm",
+            "type": "string",
+            "pattern": "^/",
+            "default": "/dev/shm",
         },
         "patterns": {
-            "description": "Shell globs for segment names that may be removed (replaces "
-                           "the defaults).",
-            "type": "array", "items": {"type": "string", "minLength": 1},
+            "description": "Shell globs for segment names that may be removed (replaces the defaults).",
+            "type": "array",
+            "items": {"type": "string", "minLength": 1},
             "default": DEFAULT_PATTERNS,
         },
         "min_age_s": {
             "description": "Leave segments modified less than this many seconds ago "
-                           "(a process may have created one and not mapped it yet).",
-            "type": "number", "minimum": 0, "default": 60,
+            "(a process may have created one and not mapped it yet).",
+            "type": "number",
+            "minimum": 0,
+            "default": 60,
         },
         "owners": {
-            "description": "Only remove segments owned by these users (names or uids); "
-                           "empty means any owner.",
-            "type": "array", "items": {"type": ["string", "integer"]}, "default": [],
+            "description": "Only remove segments owned by these users (names or uids); empty means any owner.",
+            "type": "array",
+            "items": {"type": ["string", "integer"]},
+            "default": [],
         },
         "min_free_mib": {
             "description": "Fail if the directory's filesystem has less free space than "
-                           "this after cleaning (vLLM needs hundreds of MiB); 0 disables.",
-            "type": "integer", "minimum": 0, "default": 0,
+            "this after cleaning (vLLM needs hundreds of MiB); 0 disables.",
+            "type": "integer",
+            "minimum": 0,
+            "default": 0,
         },
     },
 }
@@ -81,19 +88,16 @@ def _inspect(ctx: TaskContext, args: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _kept(entries: list[Mapping[str, Any]]) -> list[str]:
-    return [
-        f"{e['name']}: {e['reason']}"
-        for e in entries
-        if e["reason"] and e["reason"] != "does not match patterns"
-    ]
+    return [f"{e['name']}: {e['reason']}" for e in entries if e["reason"] and e["reason"] != "does not match patterns"]
 
 
 def _check_free(path: str, free_mib: int, args: Mapping[str, Any], kept: list[str]) -> None:
     need = int(args.get("min_free_mib", 0))
     if need and free_mib < need:
         detail = ("\nleft in place: " + "; ".join(kept)) if kept else ""
-        raise TaskFailed(f"{path} has {free_mib} MiB free, need at least {need} MiB{detail}",
-                         {"free_mib": free_mib, "kept": kept})
+        raise TaskFailed(
+            f"{path} has {free_mib} MiB free, need at least {need} MiB{detail}", {"free_mib": free_mib, "kept": kept}
+        )
 
 
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
@@ -105,25 +109,30 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     if not leaked:
         _check_free(path, seen["free_mib"], args, kept)
         extra = f" ({len(kept)} left: {'; '.join(kept)})" if kept else ""
-        return Unchanged(f"no leaked segments in {path}{extra}; {seen['free_mib']} MiB free",
-                         {"removed": [], "bytes_freed": 0, "kept": kept,
-                          "free_mib": seen["free_mib"],
-                          "uninspected_pids": [u["pid"] for u in seen["unreadable_pids"]]})
+        return Unchanged(
+            f"no leaked segments in {path}{extra}; {seen['free_mib']} MiB free",
+            {
+                "removed": [],
+                "bytes_freed": 0,
+                "kept": kept,
+                "free_mib": seen["free_mib"],
+                "uninspected_pids": [u["pid"] for u in seen["unreadable_pids"]],
+            },
+        )
     total = sum(e["size"] for e in leaked)
     names = [e["name"] for e in leaked]
     return Change(
-        summary=f"remove {len(leaked)} leaked segments from {path} ({total} bytes): "
-                + ", ".join(names),
+        summary=f"remove {len(leaked)} leaked segments from {path} ({total} bytes): " + ", ".join(names),
         diffs=(Diff(f"{path} leaked segments", "\n".join(names) + "\n", ""),),
-        payload={"names": [{"name": e["name"], "dev": e["dev"], "ino": e["ino"],
-                            "ctime_ns": e["ctime_ns"]} for e in leaked],
-                 "kept": kept},
+        payload={
+            "names": [{"name": e["name"], "dev": e["dev"], "ino": e["ino"], "ctime_ns": e["ctime_ns"]} for e in leaked],
+            "kept": kept,
+        },
     )
 
 
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
-    done = ctx.conn.run_probe("shm_clean", {**_probe_args(args),
-                                            "names": list(change.payload["names"])})
+    done = ctx.conn.run_probe("shm_clean", {**_probe_args(args), "names": list(change.payload["names"])})
     path = args.get("path", "/dev/shm")
     removed = [r["name"] for r in done["removed"]]
     freed = sum(int(r["bytes"]) for r in done["removed"])
@@ -131,9 +140,13 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     _check_free(path, done["free_mib"], args, kept)
     return Result(
         changed=bool(removed),
-        msg=f"removed {len(removed)} segments from {path}, freed {freed} bytes; "
-            f"{done['free_mib']} MiB free",
+        msg=f"removed {len(removed)} segments from {path}, freed {freed} bytes; {done['free_mib']} MiB free",
         diffs=change.diffs,
-        data={"removed": removed, "bytes_freed": freed, "skipped": done["skipped"],
-              "kept": kept, "free_mib": done["free_mib"]},
+        data={
+            "removed": removed,
+            "bytes_freed": freed,
+            "skipped": done["skipped"],
+            "kept": kept,
+            "free_mib": done["free_mib"],
+        },
     )

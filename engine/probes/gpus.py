@@ -121,7 +121,7 @@ def _via_smi(notes):
         notes.append(f"nvidia-smi --query-compute-apps: exit {rc}: {err[:300]}")
         apps_csv = ""
     banner = _smi([smi])[1]
-    return call("nvsmi", {"gpu_csv": gpu_csv, "apps_csv": apps_csv,  # noqa: F821
+    return call("nvsmi", {"gpu_csv": gpu_csv, "apps_csv": apps_csv,
                           "banner": banner, "fields": fields})
 
 
@@ -129,7 +129,7 @@ def _describe_processes(answer):
     pids = sorted({p["pid"] for g in answer["gpus"] for p in g["processes"] if p["pid"]})
     if not pids:
         return
-    table = call("procs", {"pids": pids})  # noqa: F821 - injected by the probe loader
+    table = call("procs", {"pids": pids})
     known = {p["pid"]: p for p in table["processes"]}
     for gpu in answer["gpus"]:
         for proc in gpu["processes"]:

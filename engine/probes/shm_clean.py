@@ -26,7 +26,7 @@ def _identity(entry):
 
 def main(args):
     path = args.get("path", "/dev/shm")
-    now = call("shm", {  # noqa: F821 - injected by the probe loader
+    now = call("shm", {
         "path": path,
         "patterns": args.get("patterns") or [],
         "min_age_s": args.get("min_age_s", 0),

@@ -23,7 +23,7 @@ POLL_S = 0.05
 
 
 def _current(pid):
-    answer = call("procs", {"pids": [pid]})  # noqa: F821 - injected by the probe loader
+    answer = call("procs", {"pids": [pid]})
     return answer["processes"][0] if answer["processes"] else None
 
 
@@ -81,7 +81,7 @@ def _wait(targets, timeout_s):
 
 
 def _protected():
-    own = call("procs", {"pids": []})  # noqa: F821 - injected by the probe loader
+    own = call("procs", {"pids": []})
     table = {own["self_pid"]: "never signals itself (the rigger probe)"}
     for pid in own["self_ancestors"]:
         table[pid] = "never signals an ancestor of rigger (its own session or SSH login)"

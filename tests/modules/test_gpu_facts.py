@@ -60,13 +60,7 @@ def probe_in_child(name: str, env: dict[str, str]) -> dict[str, Any]:
     """Run the probe program with a fresh python, exactly as over SSH."""
     done = subprocess.run([sys.executable, "-c", probes.program(name)], input="{}",
                           capture_output=True, text=True, timeout=60, check=False, env=env)
-    # split on "\n" only: the marker starts with \x1e, a line break for str.splitlines
-    for line in done.stdout.split("\n"):
-        if line.startswith(probes.RESULT_MARKER):
-            payload: dict[str, Any] = json.loads(line[len(probes.RESULT_MARKER):])
-            assert "ok" in payload, payload
-            return dict(payload["ok"])
-    raise AssertionError(f"probe {name} gave no result: {done.stderr[-2000:]}")
+    return probes.parse_output(name, done.stdout, done.stderr)
 
 
 def bare_env(**extra: str) -> dict[str, str]:

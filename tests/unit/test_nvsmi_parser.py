@@ -21,8 +21,9 @@ def recorded(name: str) -> str:
 
 
 def test_eight_busy_blackwell_gpus_with_their_vllm_workers() -> None:
-    facts = nvsmi.combine(recorded("query_gpu_8x_busy.csv"),
-                          recorded("query_compute_apps_vllm_tp8.csv"), recorded("banner.txt"))
+    facts = nvsmi.combine(
+        recorded("query_gpu_8x_busy.csv"), recorded("query_compute_apps_vllm_tp8.csv"), recorded("banner.txt")
+    )
     assert facts["backend"] == "nvidia-smi"
     assert facts["driver_version"] == "580.95.05"
     assert facts["cuda_version"] == "13.0"
@@ -40,16 +41,18 @@ def test_eight_busy_blackwell_gpus_with_their_vllm_workers() -> None:
 
 
 def test_idle_gpus_have_no_processes() -> None:
-    facts = nvsmi.combine(recorded("query_gpu_8x_idle.csv"),
-                          recorded("query_compute_apps_empty.csv"))
+    facts = nvsmi.combine(recorded("query_gpu_8x_idle.csv"), recorded("query_compute_apps_empty.csv"))
     assert all(g["processes"] == [] for g in facts["gpus"])
     assert max(g["memory_used_mib"] for g in facts["gpus"]) == 3
     assert facts["cuda_version"] is None  # no banner given
 
 
 def test_not_available_values_become_none() -> None:
-    facts = nvsmi.combine(recorded("query_gpu_old_driver_no_compute_cap.csv"),
-                          recorded("query_compute_apps_na_memory.csv"), fields=NO_CC_FIELDS)
+    facts = nvsmi.combine(
+        recorded("query_gpu_old_driver_no_compute_cap.csv"),
+        recorded("query_compute_apps_na_memory.csv"),
+        fields=NO_CC_FIELDS,
+    )
     gpu = facts["gpus"][0]
     assert gpu["compute_capability"] is None
     assert gpu["memory_used_mib"] is None
@@ -61,9 +64,7 @@ def test_a_process_name_with_commas_is_kept_whole() -> None:
     gpu_csv = "0, GPU-a, NVIDIA H200, 143771, 900, 9.0, 570.1\n"
     apps = "GPU-a, 77, python3 train.py --tags a,b, 880\n"
     facts = nvsmi.combine(gpu_csv, apps)
-    assert facts["gpus"][0]["processes"] == [
-        {"pid": 77, "name": "python3 train.py --tags a, b", "used_mib": 880}
-    ]
+    assert facts["gpus"][0]["processes"] == [{"pid": 77, "name": "python3 train.py --tags a, b", "used_mib": 880}]
 
 
 def test_a_short_row_is_an_error_not_a_guess() -> None:
