@@ -8,8 +8,11 @@ SharedMemory segments in /dev/shm. Nothing is faked.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +26,7 @@ from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
 from modules import ensure_shm_clean as mod
 
 OLD = time.time() - 3600
+REPO = Path(__file__).resolve().parents[2]
 
 
 def ctx(planning: bool = False) -> TaskContext:
@@ -208,3 +212,33 @@ def test_real_dev_shm_leaked_cpython_segment(holders: Any) -> None:
     finally:
         live.communicate("", timeout=30)
         (Path("/dev/shm") / leaked).unlink(missing_ok=True)
+
+
+def test_not_root_it_cannot_prove_a_segment_unused(tmp_path: Path) -> None:
+    """As `nobody` (real setpriv, system python) root's processes cannot be inspected."""
+    if shutil.which("setpriv") is None or not Path("/usr/bin/python3").exists():
+        pytest.fail("needs setpriv (util-linux) and /usr/bin/python3 (scripts/ci/setup_gpu.sh)")
+    shm = Path(tempfile.mkdtemp(prefix="rigger-shm-nobody-"))
+    try:
+        shm.chmod(0o777)
+        leaked = segment(shm, "psm_0a1b2c3d")
+        os.chown(leaked, 65534, 65534)
+        script = textwrap.dedent(f"""
+            import sys
+            sys.path.insert(0, {str(REPO)!r})
+            from engine.connection.base import ScopedConnection
+            from engine.connection.local import LocalConnection
+            from engine.module_api import TaskContext
+            from modules import ensure_shm_clean as mod
+            conn = ScopedConnection(LocalConnection()).planning()
+            print(mod.plan(TaskContext("localhost", conn, {{}}, {{}}), {args_for(shm)!r}).msg)
+        """)
+        done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                               "/usr/bin/python3", "-c", script], capture_output=True, text=True,
+                              timeout=60, check=False, cwd="/", env={"PATH": "/usr/bin:/bin"})
+        assert done.returncode == 0, done.stderr
+        assert "psm_0a1b2c3d: cannot prove it unused: " in done.stdout
+        assert "cannot be inspected (run with become)" in done.stdout
+        assert leaked.exists()
+    finally:
+        shutil.rmtree(shm)
