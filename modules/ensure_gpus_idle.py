@@ -203,10 +203,16 @@ def _extras(holders: list[Holder], procs: list[Mapping[str, Any]], rules: Rules,
     return extra - held
 
 
+COMMAND_SHOWN = 160
+
+
 def _describe(pid: int, proc: Mapping[str, Any] | None) -> str:
     if proc is None:
         return f"pid {pid}"
-    return f"pid {pid} user {proc['user']} command {proc['cmdline'] or proc['name']!r}"
+    command = proc["cmdline"] or proc["name"]
+    if len(command) > COMMAND_SHOWN:
+        command = command[: COMMAND_SHOWN - 3] + "..."
+    return f"pid {pid} user {proc['user']} command {command!r}"
 
 
 def _holder_line(h: Holder, why: str) -> str:
@@ -415,7 +421,8 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     return Result(
         changed=bool(ended),
         msg=(
-            f"terminated {len(ended)} processes ({len(signalled['killed'])} needed SIGKILL), "
+            f"terminated {_count(len(ended), 'process', 'processes')} "
+            f"({len(signalled['killed'])} needed SIGKILL), "
             f"freed {data['mib_freed']} MiB, waited {waited_s:.1f}s; "
             + _idle_summary(gpus, {"backend": "", "notes": []})
         ),

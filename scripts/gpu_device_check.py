@@ -33,15 +33,11 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 MARKER = "rigger-gpu-device-check"
-CHILD = """
-import sys, time, torch
-gib, device = float(sys.argv[1]), "cuda:" + sys.argv[2]
-block = torch.empty(int(gib * 2**30), dtype=torch.uint8, device=device)
-block.fill_(1)
-torch.cuda.synchronize(device)
-print("allocated", flush=True)
-time.sleep(900)
-"""
+CHILD = (
+    "import sys, time, torch; gib, device = float(sys.argv[1]), 'cuda:' + sys.argv[2]; "
+    "block = torch.empty(int(gib * 2**30), dtype=torch.uint8, device=device); block.fill_(1); "
+    "torch.cuda.synchronize(device); print('allocated', flush=True); time.sleep(900)"
+)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -115,7 +111,8 @@ def start_child(args: argparse.Namespace) -> subprocess.Popen[str]:
     return child
 
 
-def wait_listed(r: Any, args: argparse.Namespace, pid: int) -> dict[str, Any]:
+def wait_listed(r: Any, args: argparse.Namespace, pid: int, baseline: dict[str, Any]
+                ) -> dict[str, Any]:
     deadline = time.monotonic() + args.appear_timeout_s
     while True:
         gpu = read_gpu(r, args.gpu)
@@ -123,8 +120,13 @@ def wait_listed(r: Any, args: argparse.Namespace, pid: int) -> dict[str, Any]:
             return gpu
         if time.monotonic() > deadline:
             show("child not listed", gpu)
-            raise SystemExit(f"cannot run: NVML never listed pid {pid} (another PID "
-                             "namespace? NVML reports host pids)")
+            before = {p["pid"] for p in baseline["processes"]}
+            new = [p["pid"] for p in gpu["processes"] if p["pid"] not in before]
+            hint = (f"NVML lists new pid(s) {new} instead: this script runs in another PID "
+                    "namespace than NVML reports (a container without --pid=host), so no "
+                    "tool here can map GPU holders to processes" if new else
+                    "NVML lists no new process at all")
+            raise SystemExit(f"cannot run: NVML never listed the child pid {pid}; {hint}")
         time.sleep(0.5)
 
 
@@ -162,7 +164,7 @@ def main(argv: list[str]) -> int:
         say(str(stop))
         return 2
     try:
-        busy = wait_listed(r, args, child.pid)
+        busy = wait_listed(r, args, child.pid, baseline)
         show("child holds memory", busy)
         outcome = run_module(r, args, baseline["memory_used_mib"])
         after = read_gpu(r, args.gpu)

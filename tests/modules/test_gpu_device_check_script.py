@@ -8,6 +8,7 @@ Not real: the GPU (tests/fakes/fake_nvml) where one is needed. The GPU part itse
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -78,3 +79,23 @@ def test_reads_the_baseline_then_needs_torch_with_cuda(tmp_path: Path) -> None:
             "3 / 97887 MiB used; processes: none") in done.stdout
     if "cannot run: the torch child did not allocate" not in done.stdout:
         pytest.fail(f"expected the CUDA allocation to fail without a GPU:\n{done.stdout}")
+
+
+def test_whole_flow_with_a_stand_in_gpu(tmp_path: Path) -> None:
+    """The GPU side is faked twice over: NVML (fake_nvml) and torch's allocation (fake_torch)."""
+    fake = fakenvml.create(tmp_path)
+    fake.write([fakenvml.gpu(0, name="NVIDIA H200", total_mib=143771, cc=(9, 0))])
+    stand_in = REPO / "tests" / "fakes" / "fake_nvml" / "fake_torch"
+    done = run("--gib", "3", "--term-timeout-s", "2", env={**fake.env(), "PYTHONPATH": str(stand_in)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "[baseline] GPU 0 NVIDIA H200 cc 9.0: 3 / 143771 MiB used; processes: none" in lines
+    assert any(line.startswith("[child holds memory] GPU 0") and "3075 / 143771" in line for line in lines)
+    assert any(line.startswith("[check mode] would terminate 1 process: pid ") for line in lines)
+    assert "[after] GPU 0 NVIDIA H200 cc 9.0: 3 / 143771 MiB used; processes: none" in lines
+    assert lines[-2] == "PASS"
+    summary = json.loads(lines[-1])
+    assert summary["checks"] == {"child_gone": True, "no_compute_process": True,
+                                 "memory_back_to_baseline": True, "idempotent": True}
+    assert summary["killed_pids"] == [summary["child_pid"]]
+    assert summary["mib_freed"] == 3072
