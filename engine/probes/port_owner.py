@@ -58,5 +58,5 @@ def main(args):
     if not sockets:
         return {"listening": False, "sockets": [], "owners": [], "unresolved": False}
     pids = _holders({s["inode"] for s in sockets})
-    owners = call("procs", {"pids": pids})["processes"] if pids else []  # noqa: F821 - injected by the probe loader
+    owners = call("procs", {"pids": pids})["processes"] if pids else []
     return {"listening": True, "sockets": sockets, "owners": owners, "unresolved": not owners}

@@ -72,7 +72,7 @@ def _write_state(state_path, record):
 
 
 def _start_time(pid):
-    answer = call("procs", {"pids": [pid]})["processes"]  # noqa: F821 - injected by the probe loader
+    answer = call("procs", {"pids": [pid]})["processes"]
     return answer[0]["start_time"] if answer else None
 
 

@@ -30,7 +30,7 @@ def session_members(record):
     started = record.get("start_time")
     if not sid or started is None:
         return []
-    found = call("procs", {"sid": int(sid)})["processes"]  # noqa: F821 - injected by the probe loader
+    found = call("procs", {"sid": int(sid)})["processes"]
     return [p for p in found if p["start_time"] >= int(started) and p["state"] not in ("Z", "X")]
 
 
@@ -57,7 +57,7 @@ def main(args):
     answer["leader_alive"] = leader_alive(record, answer["session"])
     if answer["leader_alive"] and args.get("health_url"):
         request = {"url": args["health_url"], "timeout_s": args.get("timeout_s", 3)}
-        health = call("vllm_http", request)  # noqa: F821 - injected by the probe loader
+        health = call("vllm_http", request)
         answer["health_status"] = health["status"]
         answer["health_error"] = health["error"]
     return answer

@@ -34,7 +34,7 @@ def read_log(path, offset):
 
 
 def alive(pid, start_time):
-    found = call("procs", {"pids": [int(pid)]})["processes"]  # noqa: F821 - injected by the probe loader
+    found = call("procs", {"pids": [int(pid)]})["processes"]
     if not found or found[0]["state"] in ("Z", "X"):
         return False
     return found[0]["start_time"] == start_time
@@ -46,7 +46,7 @@ def _get(args, path, body=None):
         request.update({"method": "POST", "json": body})
     if args.get("api_key") and path.startswith("/v1"):
         request["api_key"] = args["api_key"]
-    return call("vllm_http", request)  # noqa: F821 - injected by the probe loader
+    return call("vllm_http", request)
 
 
 def _models_list(body):
