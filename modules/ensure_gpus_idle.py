@@ -189,8 +189,9 @@ def _descendants(roots: set[int], procs: Iterable[Mapping[str, Any]]) -> set[int
     return found
 
 
-def _vllm_session_members(holders: Iterable[Holder], procs: Iterable[Mapping[str, Any]]) -> set[int]:
-    sessions = {h.proc["sid"] for h in holders if h.proc and h.proc["sid"] > 1 and _matches((VLLM_PATTERN,), h.proc)}
+def _vllm_session_members(seeds: Iterable[Mapping[str, Any]], procs: Iterable[Mapping[str, Any]]) -> set[int]:
+    """vLLM processes (and multiprocessing helpers) in the session of a vLLM seed process."""
+    sessions = {s["sid"] for s in seeds if s["sid"] > 1 and _matches((VLLM_PATTERN,), s)}
     return {p["pid"] for p in procs if p["sid"] in sessions and _matches((VLLM_PATTERN, MP_HELPER_PATTERN), p)}
 
 
@@ -198,7 +199,8 @@ def _extras(holders: list[Holder], procs: list[Mapping[str, Any]], rules: Rules,
     held = {h.pid for h in holders if h.proc}
     extra = {p["pid"] for p in procs if rules.kill and _matches(rules.kill, p)}
     if vllm_tree:
-        extra |= _vllm_session_members(holders, procs)
+        seeds = [p for p in procs if p["pid"] in held | extra]
+        extra |= _vllm_session_members(seeds, procs)
     extra |= _descendants(held | extra, procs)
     return extra - held
 

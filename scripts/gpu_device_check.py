@@ -44,14 +44,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", type=int, default=0, help="NVML index of the GPU to use")
     parser.add_argument("--gib", type=float, default=4.0, help="GiB the child allocates")
-    parser.add_argument("--timeout-s", type=float, default=60.0,
-                        help="ensure_gpus_idle timeout_s (wait for idle after signals)")
-    parser.add_argument("--term-timeout-s", type=float, default=10.0,
-                        help="ensure_gpus_idle term_timeout_s (SIGTERM -> SIGKILL)")
-    parser.add_argument("--tolerance-mib", type=int, default=256,
-                        help="memory used may exceed the baseline by this much afterwards")
-    parser.add_argument("--appear-timeout-s", type=float, default=120.0,
-                        help="how long to wait for NVML to list the child")
+    parser.add_argument(
+        "--timeout-s", type=float, default=60.0, help="ensure_gpus_idle timeout_s (wait for idle after signals)"
+    )
+    parser.add_argument(
+        "--term-timeout-s", type=float, default=10.0, help="ensure_gpus_idle term_timeout_s (SIGTERM -> SIGKILL)"
+    )
+    parser.add_argument(
+        "--tolerance-mib", type=int, default=256, help="memory used may exceed the baseline by this much afterwards"
+    )
+    parser.add_argument(
+        "--appear-timeout-s", type=float, default=120.0, help="how long to wait for NVML to list the child"
+    )
     args = parser.parse_args(argv)
     if args.gib <= 0 or args.gpu < 0:
         parser.error("--gib must be > 0 and --gpu >= 0")
@@ -71,8 +75,12 @@ def rigger() -> Any:
     from modules import ensure_gpus_idle
 
     return SimpleNamespace(
-        ScopedConnection=ScopedConnection, LocalConnection=LocalConnection, Change=Change,
-        TaskContext=TaskContext, TaskFailed=TaskFailed, Unchanged=Unchanged,
+        ScopedConnection=ScopedConnection,
+        LocalConnection=LocalConnection,
+        Change=Change,
+        TaskContext=TaskContext,
+        TaskFailed=TaskFailed,
+        Unchanged=Unchanged,
         ensure_gpus_idle=ensure_gpus_idle,
     )
 
@@ -80,8 +88,10 @@ def rigger() -> Any:
 def read_gpu(r: Any, index: int) -> dict[str, Any]:
     answer = r.LocalConnection().run_probe("gpus", {})
     if answer["backend"] != "nvml":
-        raise SystemExit(f"cannot run: no NVIDIA GPU through NVML (backend "
-                         f"{answer['backend']}: {'; '.join(answer.get('notes', []))})")
+        raise SystemExit(
+            f"cannot run: no NVIDIA GPU through NVML (backend "
+            f"{answer['backend']}: {'; '.join(answer.get('notes', []))})"
+        )
     for gpu in answer["gpus"]:
         if gpu["index"] == index:
             return dict(gpu)
@@ -89,30 +99,34 @@ def read_gpu(r: Any, index: int) -> dict[str, Any]:
 
 
 def show(label: str, gpu: dict[str, Any]) -> None:
-    procs = ", ".join(f"{p['pid']} {p.get('name')} {p['used_mib']} MiB"
-                      for p in gpu["processes"]) or "none"
-    say(f"[{label}] GPU {gpu['index']} {gpu['name']} cc {gpu['compute_capability']}: "
-        f"{gpu['memory_used_mib']} / {gpu['memory_total_mib']} MiB used; processes: {procs}")
+    procs = ", ".join(f"{p['pid']} {p.get('name')} {p['used_mib']} MiB" for p in gpu["processes"]) or "none"
+    say(
+        f"[{label}] GPU {gpu['index']} {gpu['name']} cc {gpu['compute_capability']}: "
+        f"{gpu['memory_used_mib']} / {gpu['memory_total_mib']} MiB used; processes: {procs}"
+    )
 
 
 def start_child(args: argparse.Namespace) -> subprocess.Popen[str]:
     env = {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(args.gib), str(args.gpu), MARKER],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True, env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
         start_new_session=True,
     )
     assert child.stdout is not None
     line = child.stdout.readline().strip()
     if line != "allocated":
         child.wait(30)
-        raise SystemExit(f"cannot run: the torch child did not allocate (exit "
-                         f"{child.returncode}); is torch built with CUDA?")
+        raise SystemExit(
+            f"cannot run: the torch child did not allocate (exit {child.returncode}); is torch built with CUDA?"
+        )
     return child
 
 
-def wait_listed(r: Any, args: argparse.Namespace, pid: int, baseline: dict[str, Any]
-                ) -> dict[str, Any]:
+def wait_listed(r: Any, args: argparse.Namespace, pid: int, baseline: dict[str, Any]) -> dict[str, Any]:
     deadline = time.monotonic() + args.appear_timeout_s
     while True:
         gpu = read_gpu(r, args.gpu)
@@ -122,19 +136,26 @@ def wait_listed(r: Any, args: argparse.Namespace, pid: int, baseline: dict[str, 
             show("child not listed", gpu)
             before = {p["pid"] for p in baseline["processes"]}
             new = [p["pid"] for p in gpu["processes"] if p["pid"] not in before]
-            hint = (f"NVML lists new pid(s) {new} instead: this script runs in another PID "
-                    "namespace than NVML reports (a container without --pid=host), so no "
-                    "tool here can map GPU holders to processes" if new else
-                    "NVML lists no new process at all")
+            hint = (
+                f"NVML lists new pid(s) {new} instead: this script runs in another PID "
+                "namespace than NVML reports (a container without --pid=host), so no "
+                "tool here can map GPU holders to processes"
+                if new
+                else "NVML lists no new process at all"
+            )
             raise SystemExit(f"cannot run: NVML never listed the child pid {pid}; {hint}")
         time.sleep(0.5)
 
 
 def run_module(r: Any, args: argparse.Namespace, baseline_mib: int) -> dict[str, Any]:
     task_args = {
-        "gpus": [args.gpu], "max_used_mib": baseline_mib + args.tolerance_mib,
-        "term_timeout_s": args.term_timeout_s, "timeout_s": args.timeout_s,
-        "kill_patterns": [], "protect_patterns": [], "only_patterns": [MARKER],
+        "gpus": [args.gpu],
+        "max_used_mib": baseline_mib + args.tolerance_mib,
+        "term_timeout_s": args.term_timeout_s,
+        "timeout_s": args.timeout_s,
+        "kill_patterns": [],
+        "protect_patterns": [],
+        "only_patterns": [MARKER],
         "vllm_tree": True,
     }
     conn = r.ScopedConnection(r.LocalConnection())
@@ -144,13 +165,16 @@ def run_module(r: Any, args: argparse.Namespace, baseline_mib: int) -> dict[str,
         raise SystemExit(f"cannot run: ensure_gpus_idle found nothing to do: {change}")
     say(f"[check mode] would {change.summary}")
     started = time.monotonic()
-    result = r.ensure_gpus_idle.apply(r.TaskContext("localhost", conn, {}, {}), task_args,
-                                      change)
+    result = r.ensure_gpus_idle.apply(r.TaskContext("localhost", conn, {}, {}), task_args, change)
     say(f"[apply] {result.msg} ({time.monotonic() - started:.1f}s)")
     again = r.ensure_gpus_idle.plan(planning, task_args)
     say(f"[second plan] {'ok: ' + again.msg if isinstance(again, r.Unchanged) else again}")
-    return {"args": task_args, "msg": result.msg, "data": dict(result.data),
-            "second_plan_ok": isinstance(again, r.Unchanged)}
+    return {
+        "args": task_args,
+        "msg": result.msg,
+        "data": dict(result.data),
+        "second_plan_ok": isinstance(again, r.Unchanged),
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -182,18 +206,21 @@ def main(argv: list[str]) -> int:
     checks = {
         "child_gone": child.returncode is not None and child.pid in outcome["data"]["killed_pids"],
         "no_compute_process": after["processes"] == [],
-        "memory_back_to_baseline":
-            after["memory_used_mib"] <= baseline["memory_used_mib"] + args.tolerance_mib,
+        "memory_back_to_baseline": after["memory_used_mib"] <= baseline["memory_used_mib"] + args.tolerance_mib,
         "idempotent": outcome["second_plan_ok"],
     }
-    summary = {"checks": checks, "baseline_mib": baseline["memory_used_mib"],
-               "busy_mib": busy["memory_used_mib"], "after_mib": after["memory_used_mib"],
-               "child_pid": child.pid, "child_exit": child.returncode,
-               "gpu": {k: after[k] for k in ("index", "name", "uuid", "compute_capability",
-                                             "memory_total_mib")},
-               "killed_pids": outcome["data"]["killed_pids"],
-               "mib_freed": outcome["data"]["mib_freed"],
-               "seconds_waited": outcome["data"]["seconds_waited"]}
+    summary = {
+        "checks": checks,
+        "baseline_mib": baseline["memory_used_mib"],
+        "busy_mib": busy["memory_used_mib"],
+        "after_mib": after["memory_used_mib"],
+        "child_pid": child.pid,
+        "child_exit": child.returncode,
+        "gpu": {k: after[k] for k in ("index", "name", "uuid", "compute_capability", "memory_total_mib")},
+        "killed_pids": outcome["data"]["killed_pids"],
+        "mib_freed": outcome["data"]["mib_freed"],
+        "seconds_waited": outcome["data"]["seconds_waited"],
+    }
     say("PASS" if all(checks.values()) else f"FAIL: {[k for k, v in checks.items() if not v]}")
     say(json.dumps(summary))
     return 0 if all(checks.values()) else 1

@@ -94,8 +94,7 @@ def _via_nvml(notes):
 
 
 def _smi(argv):
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=SMI_TIMEOUT_S,
-                          check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=SMI_TIMEOUT_S, check=False)
     return done.returncode, done.stdout, done.stderr.strip() or done.stdout.strip()
 
 
@@ -104,25 +103,22 @@ def _via_smi(notes):
     if smi is None:
         notes.append("nvidia-smi: not found on PATH")
         return None
-    fields = ["index", "uuid", "name", "memory.total", "memory.used", "compute_cap",
-              "driver_version"]
-    rc, gpu_csv, err = _smi([smi, "--query-gpu=" + ",".join(fields),
-                             "--format=csv,noheader,nounits"])
+    fields = ["index", "uuid", "name", "memory.total", "memory.used", "compute_cap", "driver_version"]
+    rc, gpu_csv, err = _smi([smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"])
     if rc != 0 and "compute_cap" in err:  # drivers before compute_cap existed
         fields.remove("compute_cap")
-        rc, gpu_csv, err = _smi([smi, "--query-gpu=" + ",".join(fields),
-                                 "--format=csv,noheader,nounits"])
+        rc, gpu_csv, err = _smi([smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"])
     if rc != 0:
         notes.append(f"nvidia-smi: exit {rc}: {err[:300]}")
         return None
-    rc, apps_csv, err = _smi([smi, "--query-compute-apps=gpu_uuid,pid,process_name,used_memory",
-                              "--format=csv,noheader,nounits"])
+    rc, apps_csv, err = _smi(
+        [smi, "--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader,nounits"]
+    )
     if rc != 0:
         notes.append(f"nvidia-smi --query-compute-apps: exit {rc}: {err[:300]}")
         apps_csv = ""
     banner = _smi([smi])[1]
-    return call("nvsmi", {"gpu_csv": gpu_csv, "apps_csv": apps_csv,
-                          "banner": banner, "fields": fields})
+    return call("nvsmi", {"gpu_csv": gpu_csv, "apps_csv": apps_csv, "banner": banner, "fields": fields})
 
 
 def _describe_processes(answer):

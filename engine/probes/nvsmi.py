@@ -10,8 +10,7 @@ import csv
 import io
 import re
 
-GPU_FIELDS = ("index", "uuid", "name", "memory.total", "memory.used", "compute_cap",
-              "driver_version")
+GPU_FIELDS = ("index", "uuid", "name", "memory.total", "memory.used", "compute_cap", "driver_version")
 APP_FIELDS = ("gpu_uuid", "pid", "process_name", "used_memory")
 _CUDA = re.compile(r"CUDA Version:\s*([0-9]+(?:\.[0-9]+)*)")
 
@@ -50,16 +49,18 @@ def parse_gpus(text, fields=GPU_FIELDS):
     gpus = []
     for row in rows(text, len(fields), free=fields.index("name")):
         cells = dict(zip(fields, row, strict=True))
-        gpus.append({
-            "index": _int(cells["index"]),
-            "uuid": _value(cells["uuid"]),
-            "name": _value(cells["name"]),
-            "memory_total_mib": _int(cells["memory.total"]),
-            "memory_used_mib": _int(cells["memory.used"]),
-            "compute_capability": _value(cells.get("compute_cap", "")),
-            "driver_version": _value(cells.get("driver_version", "")),
-            "processes": [],
-        })
+        gpus.append(
+            {
+                "index": _int(cells["index"]),
+                "uuid": _value(cells["uuid"]),
+                "name": _value(cells["name"]),
+                "memory_total_mib": _int(cells["memory.total"]),
+                "memory_used_mib": _int(cells["memory.used"]),
+                "compute_capability": _value(cells.get("compute_cap", "")),
+                "driver_version": _value(cells.get("driver_version", "")),
+                "processes": [],
+            }
+        )
     return gpus
 
 
@@ -67,12 +68,14 @@ def parse_apps(text):
     apps = []
     for row in rows(text, len(APP_FIELDS), free=2):
         gpu_uuid, pid, name, used = row
-        apps.append({
-            "gpu_uuid": _value(gpu_uuid),
-            "pid": _int(pid),
-            "name": _value(name),
-            "used_mib": _int(used),
-        })
+        apps.append(
+            {
+                "gpu_uuid": _value(gpu_uuid),
+                "pid": _int(pid),
+                "name": _value(name),
+                "used_mib": _int(used),
+            }
+        )
     return apps
 
 
@@ -101,5 +104,4 @@ def combine(gpu_csv, apps_csv, banner="", fields=GPU_FIELDS):
 
 def main(args):
     fields = tuple(args.get("fields") or GPU_FIELDS)
-    return combine(args.get("gpu_csv", ""), args.get("apps_csv", ""), args.get("banner", ""),
-                   fields)
+    return combine(args.get("gpu_csv", ""), args.get("apps_csv", ""), args.get("banner", ""), fields)

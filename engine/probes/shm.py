@@ -124,8 +124,10 @@ def _classify(entry, patterns, min_age_s, owners, unreadable):
         return "in use by pid " + ", ".join(str(p) for p in entry["in_use_by"])
     blocking = blockers(entry, unreadable)
     if blocking:
-        return (f"cannot prove it unused: {len(blocking)} processes of other users could "
-                "use it and cannot be inspected (run with become)")
+        return (
+            f"cannot prove it unused: {len(blocking)} processes of other users could "
+            "use it and cannot be inspected (run with become)"
+        )
     if entry["age_s"] < min_age_s:
         return f"too young ({entry['age_s']:.0f}s < min_age_s {min_age_s:g})"
     if not _owner_ok(entry, owners):
@@ -139,19 +141,21 @@ def _entries(path):
     out = []
     for item in os.scandir(path):
         st = item.stat(follow_symlinks=False)
-        out.append({
-            "name": item.name,
-            "type": _type(st.st_mode),
-            "size": st.st_blocks * 512 if stat.S_ISREG(st.st_mode) else 0,
-            "apparent_size": st.st_size,
-            "uid": st.st_uid,
-            "mode": stat.S_IMODE(st.st_mode),
-            "user": _user(st.st_uid, users),
-            "age_s": max(0.0, now - st.st_mtime),
-            "dev": st.st_dev,
-            "ino": st.st_ino,
-            "ctime_ns": st.st_ctime_ns,
-        })
+        out.append(
+            {
+                "name": item.name,
+                "type": _type(st.st_mode),
+                "size": st.st_blocks * 512 if stat.S_ISREG(st.st_mode) else 0,
+                "apparent_size": st.st_size,
+                "uid": st.st_uid,
+                "mode": stat.S_IMODE(st.st_mode),
+                "user": _user(st.st_uid, users),
+                "age_s": max(0.0, now - st.st_mtime),
+                "dev": st.st_dev,
+                "ino": st.st_ino,
+                "ctime_ns": st.st_ctime_ns,
+            }
+        )
     return out
 
 

@@ -26,12 +26,15 @@ def _identity(entry):
 
 def main(args):
     path = args.get("path", "/dev/shm")
-    now = call("shm", {
-        "path": path,
-        "patterns": args.get("patterns") or [],
-        "min_age_s": args.get("min_age_s", 0),
-        "owners": args.get("owners") or [],
-    })
+    now = call(
+        "shm",
+        {
+            "path": path,
+            "patterns": args.get("patterns") or [],
+            "min_age_s": args.get("min_age_s", 0),
+            "owners": args.get("owners") or [],
+        },
+    )
     current = {e["name"]: e for e in now["entries"]}
     removed, skipped = [], []
     dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -59,5 +62,4 @@ def main(args):
     finally:
         os.close(dir_fd)
     st = os.statvfs(path)
-    return {"removed": removed, "skipped": skipped,
-            "free_mib": st.f_bavail * st.f_frsize // 2**20}
+    return {"removed": removed, "skipped": skipped, "free_mib": st.f_bavail * st.f_frsize // 2**20}

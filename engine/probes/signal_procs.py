@@ -54,10 +54,7 @@ def _send(target, signum, protected):
     if proc is None:
         return "gone"
     if not _same(target, proc):
-        return (
-            f"pid reused: start time is {proc['start_time']}, expected {target['start_time']}"
-            f" (now {proc['name']!r})"
-        )
+        return f"pid reused: start time is {proc['start_time']}, expected {target['start_time']} (now {proc['name']!r})"
     if proc["state"] in ("Z", "X"):
         return "gone"
     try:

@@ -112,8 +112,9 @@ def free_port() -> int:
 def make_model(out: Path) -> Path:
     script = REPO / "scripts" / "make_tiny_model.py"
     assert script.exists(), "scripts/make_tiny_model.py is missing"
-    done = subprocess.run([str(VLLM_PYTHON), str(script), str(out)], capture_output=True,
-                          text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [str(VLLM_PYTHON), str(script), str(out)], capture_output=True, text=True, timeout=300, check=False
+    )
     assert done.returncode == 0, f"make_tiny_model failed:\n{done.stderr[-3000:]}"
     return out
 
@@ -139,8 +140,7 @@ def session_table(sid: int) -> list[dict[str, Any]]:
 
 def segments_only_mapped_by(shm: Path, pids: set[int]) -> list[str]:
     seen = LocalConnection().run_probe("shm", {"path": str(shm), "patterns": ["*"]})
-    return sorted(e["name"] for e in seen["entries"]
-                  if e["in_use_by"] and set(e["in_use_by"]) <= pids)
+    return sorted(e["name"] for e in seen["entries"] if e["in_use_by"] and set(e["in_use_by"]) <= pids)
 
 
 def alive(pid: int) -> bool:
@@ -151,34 +151,59 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-KEEPER = ("mount -t tmpfs -o size=4g,mode=1777 rigger-incident-shm /dev/shm"
-          " && echo ready && exec sleep 3600")
+KEEPER = "mount -t tmpfs -o size=4g,mode=1777 rigger-incident-shm /dev/shm && echo ready && exec sleep 3600"
 
 
 def private_shm() -> subprocess.Popen[str]:
     """A process holding a mount namespace with its own /dev/shm."""
-    keeper = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                               KEEPER], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+    keeper = subprocess.Popen(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", KEEPER],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     assert keeper.stdout is not None
     if keeper.stdout.readline().strip() != "ready":
         keeper.wait(10)
-        pytest.fail(f"cannot make a private /dev/shm (needs root, util-linux unshare): "
-                    f"{keeper.stderr.read() if keeper.stderr else ''}")
+        pytest.fail(
+            f"cannot make a private /dev/shm (needs root, util-linux unshare): "
+            f"{keeper.stderr.read() if keeper.stderr else ''}"
+        )
     return keeper
 
 
-def start_vllm(model: Path, log: Path, in_ns: tuple[str, ...]
-               ) -> tuple[subprocess.Popen[bytes], int]:
+def start_vllm(model: Path, log: Path, in_ns: tuple[str, ...]) -> tuple[subprocess.Popen[bytes], int]:
     assert VLLM_PYTHON.exists(), "the vLLM CPU venv (.venv-vllm) is a prerequisite"
     port = free_port()
-    argv = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model",
-            str(model), "--max-model-len", "256", "--dtype", "bfloat16",
-            "--gpu-memory-utilization", "0.2", "--host", "127.0.0.1", "--port", str(port)]
+    argv = [
+        str(VLLM_PYTHON),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        "--max-model-len",
+        "256",
+        "--dtype",
+        "bfloat16",
+        "--gpu-memory-utilization",
+        "0.2",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
     with log.open("wb") as out:
-        server = subprocess.Popen([*in_ns, *argv], stdin=subprocess.DEVNULL, stdout=out,
-                                  stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        server = subprocess.Popen(
+            [*in_ns, *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+        )
     return server, port
 
 
@@ -204,15 +229,15 @@ def incident(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Incident]:
         orphans = {p["cmdline"]: p["pid"] for p in session_table(server.pid)}
         assert any(c.startswith("VLLM::EngineCore") for c in orphans), orphans
         assert any(c.startswith("VLLM::Worker") for c in orphans), orphans
-        bystander = subprocess.Popen([*in_ns, sys.executable, "-c", KEEP_SEGMENT],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        bystander = subprocess.Popen(
+            [*in_ns, sys.executable, "-c", KEEP_SEGMENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         assert bystander.stdout is not None
         bystander_segment = bystander.stdout.readline().strip()
         register_orphans(fake, orphans)
         playbook = work / "incident.yml"
         playbook.write_text(PLAYBOOK)
-        yield Incident(fake, playbook, shm, in_ns, server.pid, orphans, leaked, bystander,
-                       bystander_segment, log)
+        yield Incident(fake, playbook, shm, in_ns, server.pid, orphans, leaked, bystander, bystander_segment, log)
     finally:
         for pid in {p["pid"] for p in session_table(server.pid)}:
             os.kill(pid, signal.SIGKILL)  # only what is left of the session we started
@@ -240,8 +265,7 @@ class SshTarget:
 
 
 @pytest.fixture(scope="module")
-def over_ssh(incident: Incident, tmp_path_factory: pytest.TempPathFactory
-             ) -> Iterator[SshTarget]:
+def over_ssh(incident: Incident, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshTarget]:
     """A real sshd; on the "host" the probes run in the incident's namespace as root."""
     work = tmp_path_factory.mktemp("incident-ssh")
     work.chmod(0o755)
@@ -262,12 +286,24 @@ def over_ssh(incident: Incident, tmp_path_factory: pytest.TempPathFactory
         server.stop()
 
 
-def rigger_run(incident: Incident, *extra: str, playbook: Path | None = None
-               ) -> tuple[int, list[dict[str, Any]], str]:
+def rigger_run(incident: Incident, *extra: str, playbook: Path | None = None) -> tuple[int, list[dict[str, Any]], str]:
     done = subprocess.run(
-        [*incident.in_ns, sys.executable, "-m", "engine.cli", "run",
-         str(playbook or incident.playbook), "--output", "jsonl", *extra],
-        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+        [
+            *incident.in_ns,
+            sys.executable,
+            "-m",
+            "engine.cli",
+            "run",
+            str(playbook or incident.playbook),
+            "--output",
+            "jsonl",
+            *extra,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
         env={**os.environ, **incident.fake.env()},
     )
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -303,10 +339,8 @@ def test_check_mode_lists_the_orphans_and_touches_nothing(incident: Incident) ->
     assert all((incident.shm / name).exists() for name in incident.leaked)
 
 
-def test_playbook_over_ssh_kills_orphans_and_removes_their_segments(
-        incident: Incident, over_ssh: SshTarget) -> None:
-    rc, events, stderr = rigger_run(incident, "-i", str(over_ssh.inventory),
-                                    playbook=over_ssh.playbook)
+def test_playbook_over_ssh_kills_orphans_and_removes_their_segments(incident: Incident, over_ssh: SshTarget) -> None:
+    rc, events, stderr = rigger_run(incident, "-i", str(over_ssh.inventory), playbook=over_ssh.playbook)
     assert rc == 0, f"{stderr}\n{events}"
     found = results(events)
     gpus, shm = found["GPUs idle"]["data"], found["/dev/shm clean"]["data"]
@@ -333,10 +367,8 @@ def test_second_run_is_all_ok_locally(incident: Incident) -> None:
 
 
 def test_second_run_is_all_ok_over_ssh(incident: Incident, over_ssh: SshTarget) -> None:
-    rc, events, stderr = rigger_run(incident, "-i", str(over_ssh.inventory),
-                                    playbook=over_ssh.playbook)
+    rc, events, stderr = rigger_run(incident, "-i", str(over_ssh.inventory), playbook=over_ssh.playbook)
     assert rc == 0, stderr
     counts = recap(events, "gpu1")
     assert (counts["ok"], counts["changed"], counts["failed"]) == (2, 0, 0), counts
-    assert f"{incident.bystander_segment}: in use by pid" in results(events)[
-        "/dev/shm clean"]["msg"]
+    assert f"{incident.bystander_segment}: in use by pid" in results(events)["/dev/shm clean"]["msg"]

@@ -35,11 +35,16 @@ fakenvml = _load_fakenvml()
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("LD_LIBRARY_PATH", "FAKE_NVML_CONFIG")}
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True,
-                          text=True, timeout=120, check=False, cwd="/",
-                          env={**base, **(env or {})})
+    base = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "FAKE_NVML_CONFIG")}
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd="/",
+        env={**base, **(env or {})},
+    )
 
 
 def test_help_documents_how_to_run_it() -> None:
@@ -75,8 +80,9 @@ def test_reads_the_baseline_then_needs_torch_with_cuda(tmp_path: Path) -> None:
     fake.write([fakenvml.gpu(0)])
     done = run("--gib", "0.01", env=fake.env())
     assert done.returncode == 2, done.stdout + done.stderr
-    assert ("[baseline] GPU 0 NVIDIA RTX PRO 6000 Blackwell Server Edition cc 12.0: "
-            "3 / 97887 MiB used; processes: none") in done.stdout
+    assert (
+        "[baseline] GPU 0 NVIDIA RTX PRO 6000 Blackwell Server Edition cc 12.0: 3 / 97887 MiB used; processes: none"
+    ) in done.stdout
     if "cannot run: the torch child did not allocate" not in done.stdout:
         pytest.fail(f"expected the CUDA allocation to fail without a GPU:\n{done.stdout}")
 
@@ -95,7 +101,11 @@ def test_whole_flow_with_a_stand_in_gpu(tmp_path: Path) -> None:
     assert "[after] GPU 0 NVIDIA H200 cc 9.0: 3 / 143771 MiB used; processes: none" in lines
     assert lines[-2] == "PASS"
     summary = json.loads(lines[-1])
-    assert summary["checks"] == {"child_gone": True, "no_compute_process": True,
-                                 "memory_back_to_baseline": True, "idempotent": True}
+    assert summary["checks"] == {
+        "child_gone": True,
+        "no_compute_process": True,
+        "memory_back_to_baseline": True,
+        "idempotent": True,
+    }
     assert summary["killed_pids"] == [summary["child_pid"]]
     assert summary["mib_freed"] == 3072

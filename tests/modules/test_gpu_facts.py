@@ -58,14 +58,20 @@ def holder() -> Iterator[subprocess.Popen[bytes]]:
 
 def probe_in_child(name: str, env: dict[str, str]) -> dict[str, Any]:
     """Run the probe program with a fresh python, exactly as over SSH."""
-    done = subprocess.run([sys.executable, "-c", probes.program(name)], input="{}",
-                          capture_output=True, text=True, timeout=60, check=False, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", probes.program(name)],
+        input="{}",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
     return probes.parse_output(name, done.stdout, done.stderr)
 
 
 def bare_env(**extra: str) -> dict[str, str]:
-    keep = {k: v for k, v in os.environ.items()
-            if k not in ("LD_LIBRARY_PATH", "FAKE_NVML_CONFIG")}
+    keep = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "FAKE_NVML_CONFIG")}
     keep["PATH"] = "/usr/bin:/bin"
     return {**keep, **extra}
 
@@ -82,8 +88,9 @@ def test_nvml_facts_in_process(fake: Any, holder: subprocess.Popen[bytes]) -> No
     assert gpu3["compute_capability"] == "12.0"
     assert gpu3["memory_total_mib"] == 97887
     assert gpu3["memory_used_mib"] == 88003
-    assert gpu3["processes"] == [{"pid": holder.pid, "used_mib": 88000, "name": "sleep",
-                                  "cmdline": "VLLM::Worker_TP3 300", "user": "root"}]
+    assert gpu3["processes"] == [
+        {"pid": holder.pid, "used_mib": 88000, "name": "sleep", "cmdline": "VLLM::Worker_TP3 300", "user": "root"}
+    ]
     assert all(g["processes"] == [] for i, g in enumerate(facts["gpus"]) if i != 3)
 
 
@@ -100,8 +107,11 @@ def test_nvml_facts_from_a_separate_python(fake: Any, holder: subprocess.Popen[b
 
 
 def test_nvidia_smi_fallback_when_nvml_is_missing() -> None:
-    env = bare_env(PATH=f"{SMI_DIR}:/usr/bin:/bin", FAKE_SMI_GPU="query_gpu_8x_busy.csv",
-                   FAKE_SMI_APPS="query_compute_apps_vllm_tp8.csv")
+    env = bare_env(
+        PATH=f"{SMI_DIR}:/usr/bin:/bin",
+        FAKE_SMI_GPU="query_gpu_8x_busy.csv",
+        FAKE_SMI_APPS="query_compute_apps_vllm_tp8.csv",
+    )
     answer = probe_in_child("gpus", env)
     assert answer["backend"] == "nvidia-smi"
     assert answer["notes"] == ["nvml: NVML Shared Library Not Found"]
@@ -113,8 +123,11 @@ def test_nvidia_smi_fallback_when_nvml_is_missing() -> None:
 
 
 def test_nvidia_smi_without_compute_cap_field() -> None:
-    env = bare_env(PATH=f"{SMI_DIR}:/usr/bin:/bin", FAKE_SMI_NO_COMPUTE_CAP="1",
-                   FAKE_SMI_GPU="query_gpu_old_driver_no_compute_cap.csv")
+    env = bare_env(
+        PATH=f"{SMI_DIR}:/usr/bin:/bin",
+        FAKE_SMI_NO_COMPUTE_CAP="1",
+        FAKE_SMI_GPU="query_gpu_old_driver_no_compute_cap.csv",
+    )
     answer = probe_in_child("gpus", env)
     assert answer["backend"] == "nvidia-smi"
     assert answer["gpus"][0]["name"] == "Tesla V100-SXM2-32GB"
@@ -128,9 +141,15 @@ def test_no_driver_at_all_is_backend_none() -> None:
 
 def test_rigger_facts_shows_the_fake_gpus(fake: Any) -> None:
     fake.eight_gpus()
-    done = subprocess.run([sys.executable, "-m", "engine.cli", "facts"], cwd=REPO,
-                          capture_output=True, text=True, timeout=120, check=False,
-                          env={**os.environ, **fake.env()})
+    done = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "facts"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, **fake.env()},
+    )
     assert done.returncode == 0, done.stderr
     facts = json.loads(done.stdout)["localhost"]
     assert facts["gpu_backend"] == "nvml"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -43,9 +44,16 @@ def _load_fakenvml() -> Any:
 
 
 fakenvml = _load_fakenvml()
-DEFAULTS = {"gpus": "all", "max_used_mib": 512, "term_timeout_s": 2, "timeout_s": 10,
-            "kill_patterns": [], "protect_patterns": [], "only_patterns": [],
-            "vllm_tree": True}
+DEFAULTS = {
+    "gpus": "all",
+    "max_used_mib": 512,
+    "term_timeout_s": 2,
+    "timeout_s": 10,
+    "kill_patterns": [],
+    "protect_patterns": [],
+    "only_patterns": [],
+    "vllm_tree": True,
+}
 
 
 @pytest.fixture(scope="module")
@@ -94,13 +102,11 @@ def spawn() -> Iterator[Spawner]:
 
 
 def ctx() -> TaskContext:
-    return TaskContext(host_name="localhost", conn=ScopedConnection(LocalConnection()),
-                       facts={}, vars={})
+    return TaskContext(host_name="localhost", conn=ScopedConnection(LocalConnection()), facts={}, vars={})
 
 
 def planning() -> TaskContext:
-    return TaskContext(host_name="localhost",
-                       conn=ScopedConnection(LocalConnection()).planning(), facts={}, vars={})
+    return TaskContext(host_name="localhost", conn=ScopedConnection(LocalConnection()).planning(), facts={}, vars={})
 
 
 def start_time(pid: int) -> int:
@@ -193,13 +199,20 @@ def test_sigkill_after_term_timeout(fake: Any, spawn: Spawner) -> None:
 
 def test_orphaned_vllm_session_goes_whole(fake: Any, spawn: Spawner) -> None:
     """The API server is SIGKILLed; EngineCore/Worker live on in its session."""
-    launcher = spawn(["bash", "-c", textwrap.dedent("""
+    launcher = spawn(
+        [
+            "bash",
+            "-c",
+            textwrap.dedent("""
         (exec -a VLLM::EngineCore sleep 300) &
         (exec -a VLLM::Worker_TP0 sleep 300) &
         (exec -a bystander-in-session sleep 300) &
         echo $! > /dev/null
         exec -a 'python -m vllm.entrypoints.openai.api_server' sleep 300
-    """)], start_new_session=True)
+    """),
+        ],
+        start_new_session=True,
+    )
     wait_started(launcher)
     members = session_members(launcher.pid)
     engine = spawn.adopt(members["VLLM::EngineCore"])
@@ -220,13 +233,12 @@ def session_members(sid: int) -> dict[str, int]:
     return {p["cmdline"].split()[0]: p["pid"] for p in table["processes"]}
 
 
-def test_kill_patterns_catch_a_process_that_holds_no_memory_yet(fake: Any,
-                                                                spawn: Spawner) -> None:
-    starting = spawn(["bash", "-c", "exec -a 'vllm serve /models/kimi' sleep 300"])
+def test_kill_patterns_catch_a_process_that_holds_no_memory_yet(fake: Any, spawn: Spawner) -> None:
+    starting = spawn(["bash", "-c", f"exec -a 'vllm serve /models/kimi-{os.getpid()}' sleep 300"])
     unrelated = spawn(["sleep", "301"])
     wait_started(starting, unrelated)
     fake.eight_gpus()
-    _, result = converge({**DEFAULTS, "kill_patterns": [r"^vllm serve "]})
+    _, result = converge({**DEFAULTS, "kill_patterns": [rf"^vllm serve /models/kimi-{os.getpid()} "]})
     assert result.data["killed_pids"] == [starting.pid]
     assert alive(unrelated.pid)
 
@@ -234,8 +246,7 @@ def test_kill_patterns_catch_a_process_that_holds_no_memory_yet(fake: Any,
 def test_only_selected_gpus_are_touched(fake: Any, spawn: Spawner) -> None:
     on_zero, on_one = spawn(["sleep", "300"]), spawn(["sleep", "301"])
     wait_started(on_zero, on_one)
-    fake.eight_gpus([fakenvml.holder(on_zero.pid, 0, 100 * 1024),
-                     fakenvml.holder(on_one.pid, 1, 100)])
+    fake.eight_gpus([fakenvml.holder(on_zero.pid, 0, 100 * 1024), fakenvml.holder(on_one.pid, 1, 100)])
     by_uuid = fakenvml.gpu(0)["uuid"]
     _, result = converge({**DEFAULTS, "gpus": [by_uuid]})
     assert result.data["killed_pids"] == [on_zero.pid]
@@ -261,8 +272,11 @@ def test_refuses_a_protected_holder(fake: Any, spawn: Spawner) -> None:
     precious = spawn(["bash", "-c", "exec -a 'trainer --job 7' sleep 300"])
     wait_started(precious)
     fake.eight_gpus([fakenvml.holder(precious.pid, 3, 4096)])
-    with pytest.raises(TaskFailed, match=rf"GPU 3 .*pid {precious.pid} .*'trainer --job 7 300'"
-                                         r", 4096 MiB: matches protect_patterns"):
+    with pytest.raises(
+        TaskFailed,
+        match=rf"GPU 3 .*pid {precious.pid} .*'trainer --job 7 300'"
+        r", 4096 MiB: matches protect_patterns",
+    ):
         mod.plan(planning(), {**DEFAULTS, "protect_patterns": ["^trainer"]})
     assert alive(precious.pid)
 
@@ -276,8 +290,7 @@ def test_only_patterns_refuse_a_holder_that_does_not_match(fake: Any, spawn: Spa
     assert alive(other.pid)
 
 
-def test_pid_reuse_between_plan_and_apply_is_never_signalled(fake: Any,
-                                                            spawn: Spawner) -> None:
+def test_pid_reuse_between_plan_and_apply_is_never_signalled(fake: Any, spawn: Spawner) -> None:
     first = spawn(["sleep", "300"])
     wait_started(first)
     fake.eight_gpus([fakenvml.holder(first.pid, 0, 2048)])
@@ -313,8 +326,11 @@ def test_zombie_holder_fails_with_its_parent_named(fake: Any, spawn: Spawner) ->
     while alive(zombie.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     fake.eight_gpus([fakenvml.holder(zombie.pid, 4, 3000, report_zombie=True)])
-    with pytest.raises(TaskFailed, match=rf"GPU 4 .*pid {zombie.pid} .*3000 MiB: zombie "
-                                         rf"\(defunct\): its parent {os.getpid()}"):
+    with pytest.raises(
+        TaskFailed,
+        match=rf"GPU 4 .*pid {zombie.pid} .*3000 MiB: zombie "
+        rf"\(defunct\): its parent {os.getpid()}",
+    ):
         mod.plan(planning(), DEFAULTS)
 
 
@@ -322,8 +338,11 @@ def test_memory_with_no_visible_process_fails(fake: Any) -> None:
     gpus = [fakenvml.gpu(i) for i in range(8)]
     gpus[6] = fakenvml.gpu(6, idle_used_mib=4100)
     fake.write(gpus)
-    with pytest.raises(TaskFailed, match=r"GPU 6 \(GPU-[^)]+\): 4100 MiB used .*no process "
-                                         r"visible"):
+    with pytest.raises(
+        TaskFailed,
+        match=r"GPU 6 \(GPU-[^)]+\): 4100 MiB used .*no process "
+        r"visible",
+    ):
         mod.plan(planning(), DEFAULTS)
 
 
@@ -369,14 +388,57 @@ def test_other_users_holder_is_refused_when_not_root(fake: Any, spawn: Spawner) 
                 print(exc)
         """)
         done = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-             "/usr/bin/python3", "-c", script],
-            capture_output=True, text=True, timeout=60, check=False, cwd="/",
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            cwd="/",
             env={"PATH": "/usr/bin:/bin", **as_nobody.env()},
         )
     finally:
         shutil.rmtree(shared)
     assert done.returncode == 0, done.stderr
-    assert (f"pid {holder.pid} user root command 'sleep 300', 8192 MiB: owned by root, and "
-            "rigger runs as uid 65534 (not root)") in done.stdout
+    assert (
+        f"pid {holder.pid} user root command 'sleep 300', 8192 MiB: owned by root, and "
+        "rigger runs as uid 65534 (not root)"
+    ) in done.stdout
     assert alive(holder.pid)
+
+
+def test_without_gpus_kill_patterns_still_clear_an_orphaned_vllm_session(fake: Any, spawn: Spawner) -> None:
+    """A CPU host: no NVML at all; the EngineCore pattern pulls in its whole vLLM session."""
+    unique = f"{300 + os.getpid() % 1000}.{time.time_ns() % 10**6}"  # other vLLMs may run here
+    launcher = spawn(
+        [
+            "bash",
+            "-c",
+            textwrap.dedent(f"""
+        (exec -a VLLM::EngineCore sleep {unique}) &
+        (exec -a VLLM::Worker sleep {unique}) &
+        (exec -a 'python -c from multiprocessing.resource_tracker import main;main(31)' sleep {unique}) &
+        (exec -a bystander-in-session sleep {unique}) &
+        exec -a 'python -m vllm.entrypoints.openai.api_server' sleep {unique}
+    """),
+        ],
+        start_new_session=True,
+    )
+    wait_started(launcher)
+    members = {k: spawn.adopt(v) for k, v in session_members(launcher.pid).items() if k != "python"}
+    tracker = next(
+        p["pid"]
+        for p in LocalConnection().run_probe("procs", {"sid": launcher.pid})["processes"]
+        if "resource_tracker" in p["cmdline"]
+    )
+    spawn.adopt(tracker)
+    os.kill(launcher.pid, signal.SIGKILL)
+    launcher.wait()
+    os.environ.pop("FAKE_NVML_CONFIG")
+    try:
+        _, result = converge({**DEFAULTS, "kill_patterns": [rf"^VLLM::EngineCore {re.escape(unique)}$"]})
+    finally:
+        os.environ["FAKE_NVML_CONFIG"] = str(fake.config_path)
+    expected = {members["VLLM::EngineCore"], members["VLLM::Worker"], tracker}
+    assert set(result.data["killed_pids"]) == expected
+    assert alive(members["bystander-in-session"])
+    assert "no GPUs on this host" in result.msg

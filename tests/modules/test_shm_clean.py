@@ -31,13 +31,18 @@ REPO = Path(__file__).resolve().parents[2]
 
 def ctx(planning: bool = False) -> TaskContext:
     conn = ScopedConnection(LocalConnection())
-    return TaskContext(host_name="localhost", conn=conn.planning() if planning else conn,
-                       facts={}, vars={})
+    return TaskContext(host_name="localhost", conn=conn.planning() if planning else conn, facts={}, vars={})
 
 
 def args_for(path: Path, **extra: Any) -> dict[str, Any]:
-    return {"path": str(path), "patterns": mod.DEFAULT_PATTERNS, "min_age_s": 60,
-            "owners": [], "min_free_mib": 0, **extra}
+    return {
+        "path": str(path),
+        "patterns": mod.DEFAULT_PATTERNS,
+        "min_age_s": 60,
+        "owners": [],
+        "min_free_mib": 0,
+        **extra,
+    }
 
 
 def segment(directory: Path, name: str, size: int = 8192, *, old: bool = True) -> Path:
@@ -73,8 +78,7 @@ def holders() -> Iterator[Any]:
     started: list[subprocess.Popen[str]] = []
 
     def hold(path: Path, how: str) -> subprocess.Popen[str]:
-        proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path), how],
-                                stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path), how], stdout=subprocess.PIPE, text=True)
         started.append(proc)
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         return proc
@@ -99,8 +103,7 @@ def names(directory: Path) -> set[str]:
 
 
 def test_removes_only_leaked_segments(tmp_path: Path, holders: Any) -> None:
-    leaked = ["psm_0a1b2c3d", "sem.mp-k3j_9x2q", "nccl-Ab3dE9", "torch_31337_4242_0",
-              "vllm_offload_engine0.mmap"]
+    leaked = ["psm_0a1b2c3d", "sem.mp-k3j_9x2q", "nccl-Ab3dE9", "torch_31337_4242_0", "vllm_offload_engine0.mmap"]
     for name in leaked:
         segment(tmp_path, name)
     mapped = segment(tmp_path, "psm_11111111")
@@ -155,8 +158,7 @@ def test_a_segment_replaced_after_planning_is_left(tmp_path: Path) -> None:
     segment(tmp_path, "psm_0a1b2c3d")  # same name, new inode
     result = mod.apply(ctx(), args_for(tmp_path), change)
     assert result.data["removed"] == []
-    assert result.data["skipped"] == [{"name": "psm_0a1b2c3d",
-                                       "reason": "replaced by another file since planning"}]
+    assert result.data["skipped"] == [{"name": "psm_0a1b2c3d", "reason": "replaced by another file since planning"}]
     assert path.exists()
 
 
@@ -172,8 +174,11 @@ def test_owners_limit_what_is_removed(tmp_path: Path) -> None:
 def test_min_free_mib_fails_with_what_is_left(tmp_path: Path, holders: Any) -> None:
     held = segment(tmp_path, "psm_11111111")
     holders(held, "both")
-    with pytest.raises(TaskFailed, match=r"has \d+ MiB free, need at least 99999999 MiB"
-                                         r"\nleft in place: psm_11111111: in use by pid"):
+    with pytest.raises(
+        TaskFailed,
+        match=r"has \d+ MiB free, need at least 99999999 MiB"
+        r"\nleft in place: psm_11111111: in use by pid",
+    ):
         mod.plan(ctx(planning=True), args_for(tmp_path, min_free_mib=99999999))
 
 
@@ -195,11 +200,18 @@ sys.stdin.read()
 
 def test_real_dev_shm_leaked_cpython_segment(holders: Any) -> None:
     """Only the two segments this test creates are candidates (patterns name them)."""
-    leaker = subprocess.run([sys.executable, "-c", LEAK, "leak"], capture_output=True,
-                            text=True, timeout=30, check=False, start_new_session=True)
+    leaker = subprocess.run(
+        [sys.executable, "-c", LEAK, "leak"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        start_new_session=True,
+    )
     leaked = leaker.stdout.strip()
-    live = subprocess.Popen([sys.executable, "-c", LEAK, "keep"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    live = subprocess.Popen(
+        [sys.executable, "-c", LEAK, "keep"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert live.stdout is not None
         in_use = live.stdout.readline().strip()
@@ -233,9 +245,15 @@ def test_not_root_it_cannot_prove_a_segment_unused(tmp_path: Path) -> None:
             conn = ScopedConnection(LocalConnection()).planning()
             print(mod.plan(TaskContext("localhost", conn, {{}}, {{}}), {args_for(shm)!r}).msg)
         """)
-        done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                               "/usr/bin/python3", "-c", script], capture_output=True, text=True,
-                              timeout=60, check=False, cwd="/", env={"PATH": "/usr/bin:/bin"})
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+        )
         assert done.returncode == 0, done.stderr
         assert "psm_0a1b2c3d: cannot prove it unused: " in done.stdout
         assert "cannot be inspected (run with become)" in done.stdout

@@ -38,8 +38,19 @@ def build(out_dir: Path) -> Path:
         )
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / LIB_NAME
-    argv = [gcc, "-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror",
-            f"-Wl,-soname,{LIB_NAME}", "-o", str(target), str(SOURCE)]
+    argv = [
+        gcc,
+        "-shared",
+        "-fPIC",
+        "-O1",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        f"-Wl,-soname,{LIB_NAME}",
+        "-o",
+        str(target),
+        str(SOURCE),
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise FakeNvmlBuildError(f"building the fake NVML failed:\n{done.stderr}")
@@ -62,8 +73,14 @@ def build_cached() -> Path:
     return final / LIB_NAME
 
 
-def gpu(index: int, *, name: str = BLACKWELL, total_mib: int = BLACKWELL_TOTAL_MIB,
-        idle_used_mib: int = 3, cc: tuple[int, int] = (12, 0)) -> dict[str, Any]:
+def gpu(
+    index: int,
+    *,
+    name: str = BLACKWELL,
+    total_mib: int = BLACKWELL_TOTAL_MIB,
+    idle_used_mib: int = 3,
+    cc: tuple[int, int] = (12, 0),
+) -> dict[str, Any]:
     return {
         "uuid": f"GPU-{index:08x}-fake-4e1c-9a41-{index:012x}",
         "name": name,
@@ -74,8 +91,7 @@ def gpu(index: int, *, name: str = BLACKWELL, total_mib: int = BLACKWELL_TOTAL_M
     }
 
 
-def holder(pid: int, gpu_index: int, used_mib: int, *, report_zombie: bool = False
-           ) -> dict[str, Any]:
+def holder(pid: int, gpu_index: int, used_mib: int, *, report_zombie: bool = False) -> dict[str, Any]:
     return {"pid": pid, "gpu": gpu_index, "used_mib": used_mib, "report_zombie": report_zombie}
 
 
@@ -90,10 +106,15 @@ class FakeNvml:
     def lib_dir(self) -> Path:
         return self.lib_path.parent
 
-    def write(self, gpus: Iterable[Mapping[str, Any]] = (),
-              processes: Iterable[Mapping[str, Any]] = (), *,
-              driver_version: str = "580.95.05", cuda_version: int = 13000,
-              release_delay_s: float = 0.0) -> None:
+    def write(
+        self,
+        gpus: Iterable[Mapping[str, Any]] = (),
+        processes: Iterable[Mapping[str, Any]] = (),
+        *,
+        driver_version: str = "580.95.05",
+        cuda_version: int = 13000,
+        release_delay_s: float = 0.0,
+    ) -> None:
         config = {
             "driver_version": driver_version,
             "cuda_version": cuda_version,

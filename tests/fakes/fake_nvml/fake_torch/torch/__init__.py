@@ -34,8 +34,7 @@ class cuda:  # mirrors the torch.cuda namespace
         with open(path, encoding="utf-8") as handle:
             config = json.load(handle)
         for gpu, size in _PENDING:
-            config["processes"].append(
-                {"pid": os.getpid(), "gpu": gpu, "used_mib": -(-size // 2**20)})
+            config["processes"].append({"pid": os.getpid(), "gpu": gpu, "used_mib": -(-size // 2**20)})
         _PENDING.clear()
         tmp = f"{path}.torch.tmp"
         with open(tmp, "w", encoding="utf-8") as handle:
