@@ -195,13 +195,22 @@ def _vllm_session_members(seeds: Iterable[Mapping[str, Any]], procs: Iterable[Ma
     return {p["pid"] for p in procs if p["sid"] in sessions and _matches((VLLM_PATTERN, MP_HELPER_PATTERN), p)}
 
 
-def _extras(holders: list[Holder], procs: list[Mapping[str, Any]], rules: Rules, vllm_tree: bool) -> set[int]:
+def _extras(
+    holders: list[Holder], procs: list[Mapping[str, Any]], own: Mapping[str, Any], rules: Rules, vllm_tree: bool
+) -> set[int]:
+    """Processes to terminate besides the holders. Only processes that may themselves be
+    signalled seed the expansion: the children of PID 1, of rigger's own ancestors or of a
+    protected process are never pulled in."""
     held = {h.pid for h in holders if h.proc}
-    extra = {p["pid"] for p in procs if rules.kill and _matches(rules.kill, p)}
+    matched = [p for p in procs if rules.kill and _matches(rules.kill, p)]
+    seeds = [p for p in procs if p["pid"] in held] + [p for p in matched if _refusal(p, own, rules) is None]
+    extra = {p["pid"] for p in matched}
+    grow = {p["pid"] for p in seeds}
     if vllm_tree:
-        seeds = [p for p in procs if p["pid"] in held | extra]
-        extra |= _vllm_session_members(seeds, procs)
-    extra |= _descendants(held | extra, procs)
+        members = _vllm_session_members(seeds, procs)
+        extra |= members
+        grow |= {p["pid"] for p in procs if p["pid"] in members and _refusal(p, own, rules) is None}
+    extra |= _descendants(grow, procs)
     return extra - held
 
 
@@ -260,7 +269,7 @@ def _targets(
     for h in holders:
         held[h.pid] = held.get(h.pid, 0) + (h.used_mib or 0)
     targets, spared = [], []
-    for pid in sorted(set(held) | _extras(holders, procs, rules, vllm_tree)):
+    for pid in sorted(set(held) | _extras(holders, procs, own, rules, vllm_tree)):
         proc = by_pid.get(pid)
         if proc is None:
             continue

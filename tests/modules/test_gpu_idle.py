@@ -442,3 +442,19 @@ def test_without_gpus_kill_patterns_still_clear_an_orphaned_vllm_session(fake: A
     assert set(result.data["killed_pids"]) == expected
     assert alive(members["bystander-in-session"])
     assert "no GPUs on this host" in result.msg
+
+
+def test_children_of_a_spared_process_are_never_pulled_in(fake: Any, spawn: Spawner) -> None:
+    """kill_patterns matches a protected parent: neither it nor its children are signalled."""
+    tag = f"rigger-spared-{os.getpid()}-{time.time_ns() % 10**6}"
+    parent = spawn(["bash", "-c", f"exec -a '{tag}-supervisor' bash -c 'sleep 300 & wait'"])
+    wait_started(parent)
+    children = [p["pid"] for p in LocalConnection().run_probe("procs", {})["processes"] if p["ppid"] == parent.pid]
+    assert children, "the supervisor's child did not start"
+    fake.eight_gpus()
+    args = {**DEFAULTS, "kill_patterns": [tag], "protect_patterns": [f"{tag}-supervisor"]}
+    outcome = mod.plan(planning(), args)
+    assert isinstance(outcome, Unchanged), outcome
+    assert alive(parent.pid) and all(alive(c) for c in children)
+    for child in children:
+        os.kill(child, signal.SIGKILL)
