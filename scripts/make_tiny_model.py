@@ -96,6 +96,16 @@ def build_model(tokenizer):  # type: ignore[no-untyped-def]
     return model.to(torch.bfloat16)
 
 
+def _move_into_place(staging: Path, out_dir: Path) -> None:
+    try:
+        if out_dir.exists():
+            out_dir.rmdir()  # main() only lets an empty directory through
+        os.replace(staging, out_dir)
+    except OSError:
+        if not is_complete(out_dir):  # else: a concurrent run made the same model first
+            raise
+
+
 def make(out_dir: Path) -> None:
     """Build in a temp dir beside OUT_DIR, then rename: a crash leaves no half model."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -108,9 +118,7 @@ def make(out_dir: Path) -> None:
         for path in staging.iterdir():
             path.chmod(0o644)
         staging.chmod(0o755)  # mkdtemp makes it private; the server may run as another user
-        if out_dir.exists():
-            out_dir.rmdir()  # main() only lets an empty directory through
-        os.replace(staging, out_dir)
+        _move_into_place(staging, out_dir)
     finally:
         if staging.exists():
             shutil.rmtree(staging)

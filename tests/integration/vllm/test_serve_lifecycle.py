@@ -30,8 +30,10 @@ from vllmkit import (
     wait_until,
 )
 
+import modules.check_serving as check_serving
 import modules.patch_quant_config as patch_quant_config
 import modules.serve_vllm as serve_vllm
+from engine.errors import TaskFailed
 from engine.module_api import Change, Unchanged
 
 pytestmark = pytest.mark.slow
@@ -186,6 +188,23 @@ def test_sigkill_of_api_server_then_started_recovers(server: Server) -> None:
     assert alive(new_pid)
     status, _ = http_json(server.url + "/v1/completions", {"model": "tiny", "prompt": "Hi", "max_tokens": 1}, API_KEY)
     assert status == 200
+
+
+def test_check_serving_measures_on_the_host_and_fails_when_it_should(server: Server) -> None:
+    bench = {"port": server.args["port"], "model": "tiny", "api_key_env": API_KEY_ENV,
+             "requests": 6, "concurrency": 3, "max_tokens": 8}  # fmt: skip
+    run = run_module(check_serving, bench)
+    assert run.result is not None and not run.changed
+    data = run.data
+    assert data["errors"] == 0 and data["requests"] == 6
+    assert data["output_tokens"] == 48, "ignore_eos: every request yields max_tokens"
+    assert data["tokens_per_s"] > 0 and 0 < data["ttft_p50_s"] <= data["ttft_p95_s"]
+    with pytest.raises(TaskFailed, match="below min_tokens_per_s"):
+        run_module(check_serving, {**bench, "min_tokens_per_s": 1e9})
+    with pytest.raises(TaskFailed, match=r"6 errors.*HTTP 401"):
+        run_module(check_serving, {**bench, "api_key_env": None})
+    with pytest.raises(TaskFailed, match="HTTP 404"):
+        run_module(check_serving, {**bench, "model": "no-such-model"})
 
 
 def test_stop_leaves_no_process_and_no_port(server: Server) -> None:
