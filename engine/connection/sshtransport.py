@@ -2,7 +2,8 @@
 
 Every wait is bounded by ``connect_timeout_s``: TCP connect, banner, key exchange, auth.
 The socket gets TCP_NODELAY (without it each small request stalls ~44 ms on Nagle plus
-delayed ACK). Weak algorithms are disabled. Every failure is a ``HostUnreachable`` with a
+delayed ACK) and TCP_USER_TIMEOUT (3 keepalive periods: a host that silently vanishes
+mid-task is dropped, not waited on forever). Weak algorithms are disabled. Every failure is a ``HostUnreachable`` with a
 one-line message that never contains a secret.
 """
 
@@ -42,6 +43,7 @@ DISABLED_ALGORITHMS = {
     "keys": ["ssh-dss"],
     "pubkeys": ["ssh-dss"],
 }
+MIN_DEAD_PEER_S = 30.0
 DEFAULT_IDENTITIES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
 
 
@@ -94,6 +96,12 @@ def _tcp(options: SSHOptions, endpoint: Endpoint, role: str) -> socket.socket:
         reason = exc.strerror or str(exc)
         raise _unreachable(options, f"{role}{endpoint.host}:{endpoint.port}: {reason}") from None
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if options.keepalive_s and hasattr(socket, "TCP_USER_TIMEOUT"):
+        # with keepalives flowing, a host that vanished without a FIN/RST shows up as
+        # unacknowledged data: the kernel then drops the connection instead of waiting
+        # ~15 minutes of retransmissions
+        user_timeout_ms = int(max(3 * options.keepalive_s, MIN_DEAD_PEER_S) * 1000)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, user_timeout_ms)
     return sock
 
 

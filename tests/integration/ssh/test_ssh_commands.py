@@ -49,6 +49,8 @@ def test_runs_as_the_inventory_user_and_reuses_one_transport(conn: SSHConnection
     sock = first.sock
     assert isinstance(sock, socket.socket)
     assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+    # a silently vanished host is dropped after 3 keepalive periods (default 15 s), not ~15 min
+    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 45000
 
 
 def test_nonzero_exit_with_and_without_check(conn: SSHConnection) -> None:
