@@ -5,9 +5,11 @@ shell runs no rc files. Workloads, each task a `true` command, no fact gathering
   (a) 1 host: 1 task and 50 tasks; per-task overhead = (t50 - t1) / 49
   (b) 20 hosts x 10 tasks, forks 20: wall time
 Runs are interleaved round by round (drift hits every tool alike); medians are reported.
+``rigger-exec`` is rigger without its persistent remote python (one SSH exec channel per
+command), to show what the agent buys.
 
     python bench/ssh_bench.py [--tasks 50] [--repeats 5] [--hosts 20] [--fleet-tasks 10]
-                              [--tools rigger,ansible,pyinfra]
+                              [--tools rigger,rigger-exec,ansible,pyinfra]
 
 Needs root (creates the bench user, starts sshd). ansible-core and pyinfra are installed
 into bench/.venvs/ on first use (bench/common.py).
@@ -30,17 +32,23 @@ from ssh.workloads import ansible_files, pyinfra_files, rigger_files
 FORKS = 20
 
 
+def _rigger_runner(fleet: Fleet, root: Path, agent: bool) -> Callable[[int, int], float]:
+    """rigger; ``agent=False`` is its exec-channel-per-command mode (ssh_remote_agent: false)."""
+
+    def rigger(hosts: int, tasks: int) -> float:
+        book, inv = rigger_files(fleet, root, hosts, tasks, remote_agent=agent)
+        argv = [*rigger_command(), "run", str(book), "-i", str(inv), "--forks", str(FORKS)]
+        return timed(argv, {"PYTHONPATH": str(REPO)})
+
+    return rigger
+
+
 def tool_runners(fleet: Fleet, root: Path, tools: list[str]) -> dict[str, Callable[[int, int], float]]:
     """tool -> run(hosts, tasks) returning wall seconds (and failing loudly on errors)."""
     runners: dict[str, Callable[[int, int], float]] = {}
-    if "rigger" in tools:
-
-        def rigger(hosts: int, tasks: int) -> float:
-            book, inv = rigger_files(fleet, root, hosts, tasks)
-            argv = [*rigger_command(), "run", str(book), "-i", str(inv), "--forks", str(FORKS)]
-            return timed(argv, {"PYTHONPATH": str(REPO)})
-
-        runners["rigger"] = rigger
+    for variant, agent in (("rigger", True), ("rigger-exec", False)):
+        if variant in tools:
+            runners[variant] = _rigger_runner(fleet, root, agent)
     if "ansible" in tools:
         ansible_bin = tool_venv("ansible")
         env = {
@@ -76,7 +84,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--hosts", type=int, default=20)
     parser.add_argument("--fleet-tasks", type=int, default=10)
-    parser.add_argument("--tools", default="rigger,ansible,pyinfra")
+    parser.add_argument("--tools", default="rigger,rigger-exec,ansible,pyinfra")
     opts = parser.parse_args()
     tools = [t for t in opts.tools.split(",") if t]
     with tempfile.TemporaryDirectory(prefix="rigger-ssh-bench-") as tmp:
@@ -96,10 +104,15 @@ def main() -> None:
             times = interleaved(cases, opts.repeats)
         finally:
             fleet.stop()
-    order = [t for t in ("rigger", "ansible", "pyinfra") if t in runners]
+    order = [t for t in ("rigger", "rigger-exec", "ansible", "pyinfra") if t in runners]
     report_per_task(
         times, order, opts.tasks, f"(a) SSH loopback, 1 host, {opts.tasks} x `true`, median of {opts.repeats}"
     )
+    print("paired per-task overhead (median over rounds of (t_n - t_1) / (n - 1)), less drift-prone:")
+    for tool in order:
+        pairs = zip(times[(tool, str(opts.tasks))], times[(tool, "1")], strict=True)
+        paired = median([(many - one) / (opts.tasks - 1) * 1000 for many, one in pairs])
+        print(f"  {tool:12} {paired:8.2f} ms")
     print(f"\n(b) SSH loopback, {opts.hosts} hosts x {opts.fleet_tasks} tasks, forks {FORKS}, median of {opts.repeats}")
     print(f"{'tool':10} {'wall (s)':>9} {'vs rigger':>10}")
     walls = {tool: median(times[(tool, "fleet")]) for tool in order}
