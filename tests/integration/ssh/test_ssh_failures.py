@@ -84,3 +84,32 @@ def test_sshd_killed_mid_command_is_unreachable_then_fails_fast(lab: Lab, tmp_pa
     finally:
         connection.close()
         doomed.stop()
+
+
+def test_key_from_a_real_ssh_agent_when_no_key_file_is_given(
+    lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real: OpenSSH's ssh-agent holding the lab key; no key file in the inventory."""
+    import subprocess
+
+    socket_path = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(socket_path)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 5
+        while not socket_path.exists():
+            assert time.monotonic() < deadline, "ssh-agent did not start"
+            time.sleep(0.02)
+        env = {"SSH_AUTH_SOCK": str(socket_path), "PATH": "/usr/bin:/bin"}
+        subprocess.run(["ssh-add", "-q", str(lab.client_key)], env=env, check=True)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(socket_path))
+        monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ssh/id_* to fall back on
+        host_vars = lab.vars()
+        del host_vars["ansible_ssh_private_key_file"]
+        connection = SSHConnection.from_host_vars("gpu1", host_vars)
+        try:
+            assert connection.run(["id", "-un"]).stdout == "rigger-ssh\n"
+        finally:
+            connection.close()
+    finally:
+        agent.terminate()
+        agent.wait()
