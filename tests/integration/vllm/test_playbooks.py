@@ -83,7 +83,7 @@ def test_demo_check_then_run_then_rerun_then_stop(tmp_path: Path) -> None:
     assert recap(second)["changed"] == 0, results(second)
     assert results(second)["vLLM serves the tiny model"]["data"]["pid"] == pid
 
-    stopped = rigger("playbooks/demo_cpu.yml", *extra, "-e", "demo_state=stopped")
+    stopped = rigger("playbooks/demo_cpu.yml", *extra, "-e", "serve_state=stopped")
     assert results(stopped)["vLLM serves the tiny model"]["status"] == "changed"
     assert live_session_members(pid) == []
     assert not listening(port)
