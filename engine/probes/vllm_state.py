@@ -1,10 +1,11 @@
 """Read-only: what rigger recorded about a vLLM server, and whether it still runs.
 
 Args: ``state_path``, ``health_url`` (asked only while the recorded leader is alive),
-``timeout_s``. Answer: ``record`` (the state file, or None), ``leader_alive`` (the recorded
-pid is still the process rigger started: same start time, not a zombie), ``session``
-(every process still in the recorded session, orphans included, started no earlier than
-the leader: the PID-reuse guard), ``health_status`` (HTTP status of /health, or None),
+``timeout_s`` (per /health request; a request that times out is asked again, twice).
+Answer: ``record`` (the state file, or None), ``leader_alive`` (the recorded pid is still
+the process rigger started: same start time, not a zombie), ``session`` (every process
+still in the recorded session, orphans included, started no earlier than the leader: the
+PID-reuse guard), ``health_status`` (HTTP status of /health, or None), ``health_error``,
 ``state_error`` (the state file exists but cannot be read).
 """
 
@@ -56,8 +57,17 @@ def main(args):
     answer["session"] = session_members(record)
     answer["leader_alive"] = leader_alive(record, answer["session"])
     if answer["leader_alive"] and args.get("health_url"):
-        request = {"url": args["health_url"], "timeout_s": args.get("timeout_s", 3)}
-        health = call("vllm_http", request)
+        health = ask_health(args["health_url"], float(args.get("timeout_s", 5)))
         answer["health_status"] = health["status"]
         answer["health_error"] = health["error"]
     return answer
+
+
+def ask_health(url, timeout_s, attempts=3):
+    """A busy host may answer late: only a real answer counts, a timeout is asked again."""
+    health = {"status": None, "error": "not asked"}
+    for _ in range(attempts):
+        health = call("vllm_http", {"url": url, "timeout_s": timeout_s})
+        if health["status"] is not None or "refused" in str(health["error"]).lower():
+            return health
+    return health
