@@ -1,4 +1,4 @@
-"""serve_vllm over real SSH: start, idempotent re-run, survives the connection, stop, failures.
+"""serve_vllm over real SSH: start, re-run, survives the connection, crash recovery, stop, failures.
 
 Real: Debian's OpenSSH sshd (started here with the SSH tests' harness, sshlab.py), paramiko,
 sudo (become: the vLLM venv lives under /root), vLLM CPU, the probes running ON the "host"
@@ -9,6 +9,8 @@ controller). Nothing is faked.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -79,7 +81,7 @@ def ssh_args(model: Path, state_dir: Path, **extra: Any) -> dict[str, Any]:
     }
 
 
-def test_serve_over_ssh_start_rerun_detached_stop(lab: Lab, tiny_model: Path, tmp_path: Path) -> None:
+def test_serve_over_ssh_start_rerun_detached_crash_recovery_stop(lab: Lab, tiny_model: Path, tmp_path: Path) -> None:
     args = ssh_args(tiny_model, tmp_path / "state", port=free_port())
     first = lab.connect("gpu1")
     try:
@@ -100,14 +102,23 @@ def test_serve_over_ssh_start_rerun_detached_stop(lab: Lab, tiny_model: Path, tm
         {"model": "tiny", "prompt": "Hi", "max_tokens": 2},
     )
     assert status == 200 and body["usage"]["completion_tokens"] == 2
+    # The incident over SSH: the API server is SIGKILLed, EngineCore and workers live on.
+    orphans = [p for p in live_session_members(pid) if p != pid]
+    os.kill(pid, signal.SIGKILL)
+    assert wait_until(lambda: not alive(pid), 10)
+    assert [p for p in orphans if alive(p)]
     second = lab.connect("gpu1")
     try:
+        recovered = run_module(serve_vllm, args, second, become=True)
+        assert recovered.changed and "orphaned" in recovered.planned.summary
+        new_pid = int(recovered.data["pid"])
+        assert not [p for p in orphans if alive(p)], "orphans stopped over SSH"
         assert isinstance(plan_only(serve_vllm, args, second, become=True), Unchanged)
         stopped = run_module(serve_vllm, {**args, "state": "stopped"}, second, become=True)
         assert stopped.changed
     finally:
         second.close()
-    assert live_session_members(pid) == []
+    assert live_session_members(new_pid) == []
     assert not listening(int(args["port"]))
 
 
