@@ -409,7 +409,7 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     result = _start(ctx, args, _read_spec(ctx.conn, args))
     return Result(
         changed=True,
-        msg=result.msg,
+        msg=f"{change.summary}: {result.msg}",
         diffs=change.diffs,
         data=result.data,
         warnings=_warnings(args),
