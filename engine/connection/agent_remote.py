@@ -108,13 +108,26 @@ class Child:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
 
-    def wait(self):
+    def wait(self, deadline):
+        """Exit code; a command still running at the deadline (it closed its output
+        early) is killed. Returns (code, timed_out)."""
         for fd in (self.stdin, self.stdout, self.stderr):
             if fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+        pause = 0.0005
+        while deadline is not None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                return os.waitstatus_to_exitcode(status), False
+            if time.monotonic() >= deadline:
+                self.kill()
+                _, status = os.waitpid(self.pid, 0)
+                return os.waitstatus_to_exitcode(status), True
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
         _, status = os.waitpid(self.pid, 0)
-        return os.waitstatus_to_exitcode(status)
+        return os.waitstatus_to_exitcode(status), False
 
 
 def _b64(data):
@@ -176,7 +189,8 @@ def _drain(child, stdin, timeout_s, cap, reader):
     selector.close()
     if timed_out:
         child.kill()
-    rc = child.wait()
+    rc, late = child.wait(deadline)
+    timed_out = timed_out or late
     return {
         "rc": rc,
         "timed_out": timed_out,

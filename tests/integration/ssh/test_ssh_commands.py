@@ -139,3 +139,10 @@ def test_scoped_ssh_connection_refuses_writes_while_planning(conn: SSHConnection
         scoped.run(["touch", "/tmp/rigger-never"])
     assert not Path("/tmp/rigger-never").exists()
     assert scoped.run(["echo", "ok"], read_only=True).stdout == "ok\n"
+
+
+def test_timeout_holds_for_a_command_that_closed_its_output(conn: SSHConnection) -> None:
+    started = time.monotonic()
+    with pytest.raises(CommandFailed, match="timed out after 1s"):
+        conn.run(["sh", "-c", "exec >&- 2>&-; sleep 30"], timeout_s=1)
+    assert time.monotonic() - started < 5
