@@ -16,6 +16,9 @@ SIGTERM, then SIGKILL) and waits until the port is free. A port held by a proces
 did not start is a clear failure naming it; rigger never kills it.
 The API key travels only in the launch environment (`VLLM_API_KEY`), named by
 `api_key_env` (a variable of the environment rigger runs in): never in argv or output.
+`inspected` changes nothing: registered, it tells later tasks (`when:`) whether the
+server already runs healthy with this spec, so a play can skip its GPU clean-up then
+(playbooks/kimi_k25_nvfp4.yml does).
 """
 
 from __future__ import annotations
