@@ -230,3 +230,73 @@ def test_max_fail_percentage_boundary(  # type: ignore[no-untyped-def]
     ran_two = {line.split()[0] for line in log.read_text().splitlines() if line.endswith(" two")}
     healthy = set(HOSTS) - set(failing)
     assert ran_two == (set() if stops else healthy)
+
+
+def test_become_in_a_playbook_over_ssh(rigger, lab, tmp_path, remote_tree) -> None:  # type: ignore[no-untyped-def]
+    """become: root-owned file written through sudo on two hosts; a user without a sudo
+    rule fails that task at once (FAILED, exit 2), and the run never hangs on a prompt."""
+    target = Path(tempfile.mkdtemp(prefix="rigger-ssh-root-", dir="/tmp"))
+    target.chmod(0o755)  # root-owned: the SSH user cannot write here without become
+    try:
+        inv = inventory(
+            lab,
+            tmp_path / "hosts.yml",
+            f"    nosudo1: {{ansible_host: 127.0.0.2, ansible_user: {sshlab.USER_NOSUDO}}}\n",
+        )
+        book = write(
+            tmp_path / "p.yml",
+            f"""\
+            - hosts: gpu1:gpu2:nosudo1
+              gather_facts: false
+              tasks:
+                - name: root file
+                  become: true
+                  write_file:
+                    path: "{target}/{{{{ inventory_hostname }}}}.conf"
+                    content: "owned by root\\n"
+                    mode: "0600"
+            """,
+        )
+        run = rigger("run", str(book), "-i", str(inv), "--output", "jsonl", timeout_s=60)
+        assert run.rc == 2, run.stdout[-3000:]
+        for name in ("gpu1", "gpu2"):
+            written = target / f"{name}.conf"
+            assert written.read_text() == "owned by root\n"
+            assert written.stat().st_uid == 0
+        (failed,) = [r for r in run.results("root file") if r["host"] == "nosudo1"]
+        assert failed["status"] == "failed" and "password is required" in failed["msg"]
+        assert run.recap["nosudo1"]["unreachable"] == 0
+        again = rigger("run", str(book), "-i", str(inv), "--output", "jsonl", "--limit", "gpu1:gpu2")
+        assert again.rc == 0 and again.totals("changed") == 0, again.stdout[-2000:]
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def test_unknown_host_key_in_a_playbook_is_unreachable_with_its_fingerprint(  # type: ignore[no-untyped-def]
+    rigger, lab, tmp_path
+) -> None:
+    empty_known = tmp_path / "empty_known_hosts"
+    empty_known.write_text("")
+    inv = inventory(lab, tmp_path / "hosts.yml")
+    inv.write_text(inv.read_text().replace(str(lab.known_hosts), str(empty_known)))
+    book = write(
+        tmp_path / "p.yml",
+        """\
+        - hosts: gpu1
+          gather_facts: false
+          tasks:
+            - command: "true"
+        """,
+    )
+    run = rigger("run", str(book), "-i", str(inv), "--output", "jsonl")
+    assert run.rc == 3, run.stdout[-2000:]
+    (result,) = run.results()
+    assert result["status"] == "unreachable"
+    assert "unknown host key" in result["msg"] and lab.sshd.fingerprint() in result["msg"]
+    inv.write_text(inv.read_text().replace("  vars:\n", "  vars:\n    host_key_checking: accept-new\n"))
+    accepted = rigger("run", str(book), "-i", str(inv))
+    assert accepted.rc == 0, accepted.stdout[-2000:]
+    assert f"[127.0.0.2]:{lab.sshd.port} ssh-ed25519 " in empty_known.read_text()
+    inv.write_text(inv.read_text().replace("    host_key_checking: accept-new\n", ""))
+    strict_again = rigger("run", str(book), "-i", str(inv))
+    assert strict_again.rc == 0, "the recorded key must satisfy strict checking"
