@@ -300,3 +300,49 @@ def test_unknown_host_key_in_a_playbook_is_unreachable_with_its_fingerprint(  # 
     inv.write_text(inv.read_text().replace("    host_key_checking: accept-new\n", ""))
     strict_again = rigger("run", str(book), "-i", str(inv))
     assert strict_again.rc == 0, "the recorded key must satisfy strict checking"
+
+
+def test_ctrl_c_ends_remote_commands_and_exits_99(lab, tmp_path, remote_tree) -> None:  # type: ignore[no-untyped-def]
+    """SIGINT to a real `rigger run` over SSH: exit 99 soon, and the remote sleeps die
+    with the closed connections (the agent kills what it started)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    marker = f"rigger-ctrl-c-{os.getpid()}"
+    book = write(
+        tmp_path / "p.yml",
+        f"""\
+        - hosts: all
+          gather_facts: false
+          tasks:
+            - command: {{argv: [sh, -c, "sleep 60; true", {marker}]}}
+            - command: touch {remote_tree}/never-{{{{ inventory_hostname }}}}
+        """,
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "run", str(book), "-i", str(inventory(lab, tmp_path / "h.yml"))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    deadline = time.monotonic() + 20
+    while subprocess.run(["pgrep", "-c", "-f", marker], capture_output=True, text=True).stdout.strip() != "4":
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()[0][-2000:]
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    try:
+        output, _ = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 99, output[-2000:]
+    deadline = time.monotonic() + 5
+    while subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "remote commands outlived the interrupted run"
+        time.sleep(0.1)
+    assert not list(remote_tree.glob("never-*"))
