@@ -89,6 +89,17 @@ class LockHandle:
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
 
 
+def owner_description(playbook_path: str) -> str:
+    """What the lock records as its owner: who runs which playbook from where."""
+    import getpass
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()}: rigger run {os.path.abspath(playbook_path)}"
+
+
 def holder_program() -> str:
     return _HOLDER % {"probe": probes.probe_source("runlock"), "ready": READY}
 

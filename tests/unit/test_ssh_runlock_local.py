@@ -37,3 +37,12 @@ def test_local_lock_of_a_dead_holder_is_taken_over(tmp_path: Path) -> None:
     taken = runlock.acquire(conn, "next", path=path)
     assert taken.warning and "crashed run" in taken.warning
     runlock.release(conn, taken)
+
+
+def test_owner_description_names_user_controller_and_playbook() -> None:
+    import getpass
+    import socket
+
+    text = runlock.owner_description("site.yml")
+    assert text.startswith(f"{getpass.getuser()}@{socket.gethostname()}: rigger run /")
+    assert text.endswith("/site.yml")
