@@ -125,3 +125,16 @@ def test_kimi_check_diff_on_eight_sm120_gpus_changes_nothing(tmp_path: Path) -> 
     # No byte and no process changed.
     assert tree(model) == model_before
     assert (tree(state_dir) if state_dir.exists() else {}) == state_before
+    assert not processes_mentioning(str(model)), "check mode started nothing"
+
+
+def processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if entry.isdigit() and text.encode() in cmdline:
+            found.append(int(entry))
+    return found
