@@ -96,9 +96,16 @@ def port_taken_message(port: int, answer: Mapping[str, Any]) -> str:
     else:
         uids = sorted({str(s.get("uid")) for s in answer.get("sockets") or []})
         who = f"a process rigger cannot see (socket owned by uid {', '.join(uids)})"
+    hint = ""
+    if any("vllm" in str(p.get("cmdline", "")).lower() for p in owners):
+        hint = (
+            " If rigger started it under another name or state_dir, stop it with serve_vllm "
+            "state: stopped and that name."
+        )
     return (
         f"port {port} is already in use by a process rigger did not start: {who}. "
         "Stop it yourself or choose another port; rigger never kills what it did not start."
+        + hint
     )
 
 
