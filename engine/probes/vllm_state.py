@@ -13,6 +13,7 @@ USES = ("procs", "vllm_http")
 
 import json
 import os
+import re
 
 
 def read_record(state_path):
@@ -26,13 +27,31 @@ def read_record(state_path):
         return None, f"{type(exc).__name__}: {exc}"
 
 
+# What vLLM's session holds: the API server (python or vllm), VLLM::EngineCore,
+# VLLM::Worker*, multiprocessing helpers (python). Anything else is not counted as ours.
+VLLM_LIKE = re.compile(r"vllm|python", re.IGNORECASE)
+
+
 def session_members(record):
+    """Live processes of the recorded session, guarded against a reused session id.
+
+    While any process of the session lives, the kernel does not hand its id out again
+    (POSIX). Once all are gone it may: a live session leader (pid == sid) with another
+    start time means the id now names someone else's session, and then nothing is ours.
+    """
     sid = record.get("sid")
     started = record.get("start_time")
     if not sid or started is None:
         return []
     found = call("procs", {"sid": int(sid)})["processes"]
-    return [p for p in found if p["start_time"] >= int(started) and p["state"] not in ("Z", "X")]
+    live = [p for p in found if p["state"] not in ("Z", "X")]
+    if any(p["pid"] == int(sid) and p["start_time"] != int(started) for p in live):
+        return []
+    return [
+        p
+        for p in live
+        if p["start_time"] >= int(started) and VLLM_LIKE.search(p["name"] + " " + p["cmdline"])
+    ]
 
 
 def leader_alive(record, members):

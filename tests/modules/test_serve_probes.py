@@ -13,6 +13,8 @@ import os
 import signal
 import socket
 import stat
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -80,12 +82,21 @@ def test_http_probe_reports_status_body_and_refusal() -> None:
     assert refused["status"] is None and "refused" in refused["error"].lower()
 
 
+# What the launch probe starts in these tests: a python process (as vLLM's are) that says
+# whether the key reached its environment, then waits.
+SERVER_STAND_IN = (
+    "import os, time; "
+    "print('key is set:', 'yes' if os.environ.get('VLLM_API_KEY') else 'no', flush=True); "
+    "time.sleep(60)"
+)
+
+
 @pytest.fixture
 def launched(tmp_path: Path) -> Iterator[dict[str, Any]]:
     record = run_in_process(
         "vllm_launch",
         {
-            "argv": ["sh", "-c", 'echo "key is set: ${VLLM_API_KEY:+yes}"; exec sleep 60'],
+            "argv": [sys.executable, "-c", SERVER_STAND_IN],
             "env": {"VLLM_API_KEY": "sk-secret-123", "SHOWN": "1"},
             "log_path": str(tmp_path / "logs" / "x.log"),
             "state_path": str(tmp_path / "state" / "x.json"),
@@ -159,3 +170,27 @@ def test_log_rotation_keeps_the_previous_log(tmp_path: Path) -> None:
 def test_binding_all_interfaces_warns() -> None:
     assert serve_vllm._warnings({"host": "0.0.0.0"})
     assert serve_vllm._warnings({"host": "127.0.0.1"}) == ()
+
+
+def test_state_probe_refuses_a_session_id_now_used_by_someone_else(launched: dict[str, Any], tmp_path: Path) -> None:
+    stale = {**json.loads(Path(launched["state_path"]).read_text())}
+    stale["start_time"] = launched["start_time"] - 1  # the recorded leader started earlier
+    state = tmp_path / "stale.json"
+    state.write_text(json.dumps(stale))
+    answer = run_in_process("vllm_state", {"state_path": str(state)})
+    assert answer["session"] == [] and not answer["leader_alive"]
+
+
+def test_state_probe_counts_only_vllm_like_processes(tmp_path: Path) -> None:
+    other = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        fields = proc_stat(other.pid)
+        assert fields is not None
+        record = {"pid": other.pid, "sid": other.pid, "start_time": int(fields[19])}
+        state = tmp_path / "s.json"
+        state.write_text(json.dumps(record))
+        answer = run_in_process("vllm_state", {"state_path": str(state)})
+        assert answer["session"] == [], "a `sleep` is nothing vLLM would run"
+    finally:
+        other.kill()
+        other.wait()
