@@ -210,6 +210,8 @@ class TaskRunner:
                 become = to_bool(templating.render(become, scope))
         except TemplateError as exc:
             return _failed(f"task '{task.display_name}' ({task.location}): {exc}")
+        if isinstance(args, Mapping):
+            args = spec.coerced(args)
         problem = _args_problem(spec, args)
         if problem:
             return _failed(f"task '{task.display_name}' ({task.location}): {problem}")

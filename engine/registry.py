@@ -34,12 +34,38 @@ class ModuleSpec:
     check_mode: str
     free_form: str | None
 
+    def coerced(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Strings (``-e port=8000``, a rendered template) become the declared scalar type."""
+        result = dict(args)
+        for key, prop in self.schema.get("properties", {}).items():
+            if isinstance(result.get(key), str) and isinstance(prop.get("type"), str):
+                result[key] = coerce_scalar(result[key], prop["type"])
+        return result
+
     def with_defaults(self, args: Mapping[str, Any]) -> dict[str, Any]:
         filled = dict(args)
         for key, prop in self.schema.get("properties", {}).items():
             if key not in filled and "default" in prop:
                 filled[key] = prop["default"]
         return filled
+
+
+_BOOLEANS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+
+
+def coerce_scalar(text: str, kind: str) -> Any:
+    """The value as ``kind`` when the text says so unambiguously; else the text unchanged."""
+    stripped = text.strip()
+    try:
+        if kind == "integer" and stripped.lstrip("+-").isdigit():
+            return int(stripped)
+        if kind == "number":
+            return float(stripped) if any(c in stripped for c in ".eE") else int(stripped)
+    except ValueError:
+        return text
+    if kind == "boolean" and stripped.lower() in _BOOLEANS:
+        return _BOOLEANS[stripped.lower()]
+    return text
 
 
 @cache

@@ -32,7 +32,6 @@ MAGIC = frozenset(
         "omit",
     }
 )
-_ENV = jinja2.Environment()
 
 
 def _tasks(steps: tuple[Step, ...]) -> Iterator[Task]:
@@ -75,14 +74,15 @@ def names_read(source: str, condition: bool = False) -> set[str]:
     if not templating.is_template(text):
         return set()
     try:
-        tree = _ENV.parse(text)
-    except jinja2.TemplateSyntaxError:
-        return set()  # syntax is reported by the loader
-    return set(meta.find_undeclared_variables(tree)) - _guarded(tree)
+        tree = templating.environment().parse(text)
+        names = set(meta.find_undeclared_variables(tree))
+    except jinja2.TemplateError:
+        return set()  # syntax and unknown filters are reported by the loader / at run time
+    return names - _guarded(tree)
 
 
 def defined_names(book: Playbook, play: Play, inventory: Inventory, extra: Mapping[str, Any]) -> set[str]:
-    names = set(MAGIC) | set(extra) | set(play.vars) | set(templating._TEXT.globals)
+    names = set(MAGIC) | set(extra) | set(play.vars) | set(templating.environment().globals)
     for host in inventory.hosts.values():
         names |= set(host.vars)
     for path in play.vars_files:

@@ -48,6 +48,11 @@ def _configure(env: SandboxedEnvironment) -> SandboxedEnvironment:
 _TEXT = _configure(SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True))
 
 
+def environment() -> SandboxedEnvironment:
+    """The one Jinja environment: rigger's filters and tests, sandboxed, strict."""
+    return _TEXT
+
+
 @lru_cache(maxsize=4096)
 def _compile(source: str, native: bool) -> jinja2.Template:
     """A single ``{{ expr }}`` becomes ``{% set %}`` so the value keeps its type."""

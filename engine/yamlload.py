@@ -55,27 +55,35 @@ class _Loader(yaml.SafeLoader):
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LocatedDict:
+    """Build a LocatedDict. Two explicit equal keys are an error; a key merged in through
+    ``<<:`` is overridden by an explicit one, as YAML and Ansible intend."""
+    explicit = {id(key) for key, _ in node.value if key.tag != "tag:yaml.org,2002:merge"}
     loader.flatten_mapping(node)
     mapping = LocatedDict()
     mapping.file = loader.source_name
     mapping.line = node.start_mark.line + 1
     mapping.key_lines = {}
     mapping.raw_scalars = {}
+    explicit_keys: set[Any] = set()
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
         try:
             hash(key)
         except TypeError:
-            raise ValidationError(
-                "a mapping key must be a plain value", file=mapping.file, line=key_node.start_mark.line + 1
-            ) from None
-        if key in mapping.key_lines:
+            raise ValidationError("a mapping key must be a plain value", file=mapping.file, line=line) from None
+        is_explicit = id(key_node) in explicit
+        if is_explicit and key in explicit_keys:
             raise ValidationError(
                 f"duplicate key {key!r} (first defined on line {mapping.key_lines[key]})",
                 file=mapping.file,
-                line=key_node.start_mark.line + 1,
+                line=line,
             )
-        mapping.key_lines[key] = key_node.start_mark.line + 1
+        if not is_explicit and key in explicit_keys:
+            continue  # merged pairs come first in PyYAML's order; an explicit key wins
+        if is_explicit:
+            explicit_keys.add(key)
+        mapping.key_lines[key] = line
         mapping[key] = loader.construct_object(value_node, deep=True)
         if isinstance(value_node, yaml.ScalarNode) and value_node.style is None:
             mapping.raw_scalars[key] = value_node.value

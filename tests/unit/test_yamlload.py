@@ -55,3 +55,13 @@ def test_syntax_error_has_a_line():
     with pytest.raises(ValidationError) as err:
         load_text("a: 1\nb: [unclosed\nc: 3\n", "f.yml")
     assert err.value.line is not None and "invalid YAML" in err.value.message
+
+
+def test_merge_keys_are_overridden_by_explicit_keys_in_any_order():
+    text = "base: &b {a: 1, b: 2}\nx:\n  <<: *b\n  b: 3\ny:\n  b: 4\n  <<: *b\n"
+    data = load_text(text, "f.yml")
+    assert data["x"] == {"a": 1, "b": 3} and data["y"] == {"a": 1, "b": 4}
+
+
+def test_merge_sequence_precedence_follows_yaml():
+    assert load_text("x: {<<: [{a: 1}, {a: 2, c: 3}]}\n", "f.yml")["x"] == {"a": 1, "c": 3}
