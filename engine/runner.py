@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from engine import facts as facts_mod
-from engine import templating
+from engine import runlock, templating
 from engine.connection.base import Connection
-from engine.connection.factory import open_connection
+from engine.connection.factory import connection_kind, open_connection
 from engine.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -24,6 +24,7 @@ from engine.errors import (
     ValidationError,
 )
 from engine.executor import ExecOptions, Outcome, TaskRunner
+from engine.filters import to_bool
 from engine.inventory import select_hosts
 from engine.model import Block, Inventory, Play, Playbook, Step, Task
 from engine.output.events import (
@@ -85,6 +86,9 @@ class Runner:
         self._connections: dict[str, Connection] = {}
         self._interrupted = threading.Event()
         self._in_flight: dict[str, str] = {}
+        self._locks: dict[tuple[Any, ...], tuple[Connection, runlock.LockHandle]] = {}
+        self._locks_guard = threading.Lock()
+        self.owner = "rigger run"
 
     def emit(self, event: Event) -> None:
         with self._emit_lock:
@@ -96,7 +100,37 @@ class Runner:
             self._connections[host] = open_connection(host, self.inventory.hosts[host].vars)
         return self._connections[host]
 
+    def _lock_key(self, host: str) -> tuple[Any, ...]:
+        """Several inventory names can reach one machine: one lock per machine."""
+        host_vars = self.inventory.hosts[host].vars
+        if connection_kind(host, host_vars) == "local":
+            return ("local",)
+        return ("ssh", host_vars.get("ansible_host", host), host_vars.get("ansible_port", 22), host_vars.get("ansible_user"))
+
+    def _lock(self, host: HostRun) -> HostResult | None:
+        """Take the host's run lock once per run; a held lock makes the host unreachable."""
+        if self.options.check_mode or not to_bool(host.inventory_vars.get("rigger_run_lock", True)):
+            return None
+        key = self._lock_key(host.name)
+        with self._locks_guard:
+            if key in self._locks:
+                return None
+            try:
+                handle = runlock.acquire(host.conn, self.owner)
+            except HostUnreachable as exc:
+                return HostResult(host.name, "Acquiring the run lock", "unreachable", False, msg=str(exc))
+            self._locks[key] = (host.conn, handle)
+        if handle.warning:
+            self.emit(Notice("warning", handle.warning, host.name))
+        return None
+
+    def _release_locks(self) -> None:
+        for conn, handle in self._locks.values():
+            runlock.release(conn, handle)
+        self._locks.clear()
+
     def close(self) -> None:
+        self._release_locks()
         for conn in self._connections.values():
             try:
                 conn.close()
@@ -106,6 +140,7 @@ class Runner:
     # ---- the run -----------------------------------------------------------------
     def run(self, playbook: Playbook) -> int:
         started = time.monotonic()
+        self.owner = runlock.owner_description(playbook.path)
         try:
             for play in playbook.plays:
                 if self._interrupted.is_set():
@@ -189,6 +224,7 @@ class Runner:
     def _batch(self, play: Play, hosts: list[HostRun]) -> bool:
         """Run the play on one batch. False when the play must stop (failure limits)."""
         self._limits = _Limits(play, len(hosts))
+        self._take_locks(hosts)
         if play.gather_facts:
             self._gather(hosts)
         ok = self._steps(play.tasks, hosts, play)
@@ -199,7 +235,15 @@ class Runner:
                 self.stopped_at.setdefault(host.name, host.last_task)
         return ok and not self._limits.exceeded(hosts)
 
+    def _take_locks(self, hosts: list[HostRun]) -> None:
+        for host, result in zip(hosts, self._parallel(self._lock, hosts), strict=True):
+            if result is not None:
+                self._record(host, result, result.task)
+
     def _gather(self, hosts: list[HostRun]) -> None:
+        hosts = [h for h in hosts if h.active]
+        if not hosts:
+            return
         self.emit(TaskStarted("Gathering Facts", "facts", ""))
 
         def gather(host: HostRun) -> HostResult:
