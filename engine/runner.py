@@ -12,8 +12,9 @@ from typing import Any
 
 from engine import facts as facts_mod
 from engine import runlock, templating
+from engine.batches import Limits, batches
 from engine.connection.base import Connection
-from engine.connection.factory import connection_kind, open_connection
+from engine.connection.factory import open_connection
 from engine.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -25,6 +26,7 @@ from engine.errors import (
 )
 from engine.executor import ExecOptions, Outcome, TaskRunner
 from engine.filters import to_bool
+from engine.hostlocks import HostLocks
 from engine.inventory import select_hosts
 from engine.model import Block, Inventory, Play, Playbook, Step, Task
 from engine.output.events import (
@@ -86,8 +88,7 @@ class Runner:
         self._connections: dict[str, Connection] = {}
         self._interrupted = threading.Event()
         self._in_flight: dict[str, str] = {}
-        self._locks: dict[tuple[Any, ...], tuple[Connection, runlock.LockHandle]] = {}
-        self._locks_guard = threading.Lock()
+        self._locks = HostLocks()
         self.owner = "rigger run"
 
     def emit(self, event: Event) -> None:
@@ -100,37 +101,20 @@ class Runner:
             self._connections[host] = open_connection(host, self.inventory.hosts[host].vars)
         return self._connections[host]
 
-    def _lock_key(self, host: str) -> tuple[Any, ...]:
-        """Several inventory names can reach one machine: one lock per machine."""
-        host_vars = self.inventory.hosts[host].vars
-        if connection_kind(host, host_vars) == "local":
-            return ("local",)
-        return ("ssh", host_vars.get("ansible_host", host), host_vars.get("ansible_port", 22), host_vars.get("ansible_user"))
-
     def _lock(self, host: HostRun) -> HostResult | None:
         """Take the host's run lock once per run; a held lock makes the host unreachable."""
         if self.options.check_mode or not to_bool(host.inventory_vars.get("rigger_run_lock", True)):
             return None
-        key = self._lock_key(host.name)
-        with self._locks_guard:
-            if key in self._locks:
-                return None
-            try:
-                handle = runlock.acquire(host.conn, self.owner)
-            except HostUnreachable as exc:
-                return HostResult(host.name, "Acquiring the run lock", "unreachable", False, msg=str(exc))
-            self._locks[key] = (host.conn, handle)
-        if handle.warning:
-            self.emit(Notice("warning", handle.warning, host.name))
+        try:
+            warning = self._locks.take(host.name, self.inventory.hosts[host.name].vars, host.conn, self.owner)
+        except HostUnreachable as exc:
+            return HostResult(host.name, "Acquiring the run lock", "unreachable", False, msg=str(exc))
+        if warning:
+            self.emit(Notice("warning", warning, host.name))
         return None
 
-    def _release_locks(self) -> None:
-        for conn, handle in self._locks.values():
-            runlock.release(conn, handle)
-        self._locks.clear()
-
     def close(self) -> None:
-        self._release_locks()
+        self._locks.release_all()
         for conn in self._connections.values():
             try:
                 conn.close()
@@ -198,7 +182,7 @@ class Runner:
         play_vars = self._play_vars(play, playbook)
         for name in names:
             self.stats.setdefault(name, _new_stats())
-        for batch in _batches(names, play.serial):
+        for batch in batches(names, play.serial):
             hosts = [self._host_run(name, play_vars) for name in batch]
             if not self._batch(play, hosts):
                 for host in names[names.index(batch[-1]) + 1 :]:
@@ -223,7 +207,7 @@ class Runner:
 
     def _batch(self, play: Play, hosts: list[HostRun]) -> bool:
         """Run the play on one batch. False when the play must stop (failure limits)."""
-        self._limits = _Limits(play, len(hosts))
+        self._limits = Limits(play, len(hosts))
         self._take_locks(hosts)
         if play.gather_facts:
             self._gather(hosts)
@@ -375,54 +359,3 @@ class Runner:
         for host in hosts:
             host.notified.clear()
         return True
-
-
-@dataclass
-class _Limits:
-    play: Play
-    batch_size: int
-
-    def failed_count(self, hosts: list[HostRun]) -> int:
-        return sum(1 for h in hosts if h.failed or h.unreachable)
-
-    def exceeded(self, hosts: list[HostRun]) -> bool:
-        failed = self.failed_count(hosts)
-        if not failed:
-            return False
-        if self.play.any_errors_fatal:
-            return True
-        if self.play.max_fail_percentage is not None:
-            return failed * 100.0 / self.batch_size > self.play.max_fail_percentage
-        return failed == self.batch_size
-
-    def reason(self, hosts: list[HostRun]) -> str:
-        failed = self.failed_count(hosts)
-        if self.play.any_errors_fatal:
-            return "any_errors_fatal: a host failed, stopping the play"
-        if self.play.max_fail_percentage is not None:
-            pct = failed * 100.0 / self.batch_size
-            limit = self.play.max_fail_percentage
-            return (
-                f"max_fail_percentage {limit:g}% exceeded "
-                f"({failed}/{self.batch_size} = {pct:.0f}%), stopping the play"
-            )
-        return "every host in the batch failed, stopping the play"
-
-
-def _batches(names: list[str], serial: tuple[int | str, ...]) -> list[list[str]]:
-    if not serial:
-        return [names]
-    sizes = [_batch_size(s, len(names)) for s in serial]
-    batches, start, index = [], 0, 0
-    while start < len(names):
-        size = sizes[min(index, len(sizes) - 1)]
-        batches.append(names[start : start + size])
-        start += size
-        index += 1
-    return batches
-
-
-def _batch_size(spec: int | str, total: int) -> int:
-    if isinstance(spec, str) and spec.endswith("%"):
-        return max(1, int(total * float(spec[:-1]) / 100))
-    return max(1, int(spec))
