@@ -9,7 +9,9 @@ controller's heartbeat stops for ``stale_after_s``. So a lock never outlives its
 
 - a second run fails at once with ``RunLocked`` naming the holder;
 - a record whose holder is gone (flock free) is a dead run: it is taken over and the
-  handle carries a warning saying whose lock was replaced.
+  handle carries a warning saying whose lock was replaced;
+- a lock held by this very run (two inventory names for one machine and login user) is
+  shared, not refused: the handle is marked ``shared`` and its release does nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -34,6 +37,7 @@ HEARTBEAT_S = 10.0
 STALE_AFTER_S = 60.0
 ANSWER_TIMEOUT_S = 15.0
 READY = "rigger-runlock "
+RUN_ID = uuid.uuid4().hex  # this controller process; tells "our own lock" from another run's
 _RECORD_KEYS = (
     "owner",
     "controller_host",
@@ -84,8 +88,9 @@ class LockHandle:
     path: str
     record: dict[str, Any]
     warning: str | None
-    holder: _Holder = field(repr=False)
+    holder: _Holder | None = field(repr=False)
     released: bool = False
+    shared: bool = False
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
 
 
@@ -110,6 +115,7 @@ def acquire(
     *,
     path: str = DEFAULT_LOCK_PATH,
     stale_after_s: float = STALE_AFTER_S,
+    run_id: str = RUN_ID,
 ) -> LockHandle:
     """Take the host's run lock or raise ``RunLocked`` naming the holder. Never waits."""
     inner = getattr(conn, "inner", conn)  # a ScopedConnection wraps the transport
@@ -120,6 +126,7 @@ def acquire(
         "controller_host": socket.gethostname(),
         "controller_pid": os.getpid(),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "run_id": run_id,
     }
     request = {"path": path, "record": record, "stale_after_s": stale_after_s}
     try:
@@ -130,6 +137,8 @@ def acquire(
         raise
     if not answer["acquired"]:
         holder.close()
+        if (answer.get("holder") or {}).get("run_id") == run_id:
+            return LockHandle(host, answer["path"], answer["holder"], None, None, shared=True)
         raise RunLocked(f"{host}: {describe_holder(answer['holder'], answer['path'])}")
     handle = LockHandle(host, answer["path"], answer["record"], _takeover(host, answer), holder)
     _start_heartbeat(handle, min(HEARTBEAT_S, stale_after_s / 4))
@@ -138,7 +147,8 @@ def acquire(
 
 def release(conn: Any, handle: LockHandle) -> None:
     """Give the lock back and clear its record. Safe to call twice."""
-    if handle.released:
+    if handle.released or handle.holder is None:
+        handle.released = True
         return
     handle.released = True
     handle._stop.set()
@@ -181,10 +191,13 @@ def _answer(host: str, line: str) -> dict[str, Any]:
 
 
 def _start_heartbeat(handle: LockHandle, every_s: float) -> None:
+    holder = handle.holder
+    assert holder is not None
+
     def beat() -> None:
         while not handle._stop.wait(every_s):
             try:
-                handle.holder.send(b"ping\n")
+                holder.send(b"ping\n")
             except (OSError, EOFError, HostUnreachable):
                 return
 
@@ -192,9 +205,7 @@ def _start_heartbeat(handle: LockHandle, every_s: float) -> None:
 
 
 def _start_holder(inner: Any) -> _Holder:
-    python = getattr(getattr(inner, "options", None), "python", None) or getattr(
-        inner, "python", sys.executable
-    )
+    python = getattr(getattr(inner, "options", None), "python", None) or getattr(inner, "python", sys.executable)
     argv = [*shlex.split(python), "-c", holder_program()]
     if hasattr(inner, "start_process"):
         from engine.connection.sshholder import ChannelHolder

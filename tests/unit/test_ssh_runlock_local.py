@@ -20,7 +20,7 @@ def test_local_lock_refuses_a_second_run_and_is_released(tmp_path: Path) -> None
     handle = runlock.acquire(conn, "first", path=path)
     assert json.loads(Path(path).read_text())["owner"] == "first"
     with pytest.raises(runlock.RunLocked, match="first"):
-        runlock.acquire(conn, "second", path=path)
+        runlock.acquire(conn, "second", path=path, run_id="another-run")
     runlock.release(conn, handle)
     assert Path(path).read_text() == ""
     second = runlock.acquire(conn, "second", path=path)

@@ -24,6 +24,7 @@ from engine.errors import HostUnreachable
 
 pytestmark = pytest.mark.slow
 LOCK_FILE = Path("/home/rigger-ssh/.cache/rigger/run.lock")
+OTHER_RUN = "another-controller-run"  # as a second rigger process would present itself
 
 
 def test_second_run_fails_at_once_naming_the_holder(lab: Lab) -> None:
@@ -36,7 +37,7 @@ def test_second_run_fails_at_once_naming_the_holder(lab: Lab) -> None:
         assert record["holder_pid"] > 0 and record["started_at"]
         started = time.monotonic()
         with pytest.raises(runlock.RunLocked) as caught:
-            runlock.acquire(second, "bob: site.yml")
+            runlock.acquire(second, "bob: site.yml", run_id=OTHER_RUN)
         assert time.monotonic() - started < 3
         message = str(caught.value)
         assert message.startswith("gpu1: another rigger run holds the run lock")
@@ -108,7 +109,7 @@ def test_heartbeat_keeps_a_short_stale_window_alive(lab: Lab) -> None:
         handle = runlock.acquire(first, "long run", stale_after_s=0.8)
         time.sleep(2.0)
         with pytest.raises(runlock.RunLocked, match="long run"):
-            runlock.acquire(second, "impatient run")
+            runlock.acquire(second, "impatient run", run_id=OTHER_RUN)
         runlock.release(first, handle)
     finally:
         first.close()
@@ -124,3 +125,19 @@ def _acquire_eventually(conn, owner: str) -> runlock.LockHandle:  # type: ignore
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+
+
+def test_this_run_reaching_one_machine_under_two_names_shares_its_lock(lab: Lab) -> None:
+    first, alias = lab.connect("gpu1"), lab.connect("gpu1-alias")
+    try:
+        handle = runlock.acquire(first, "one run")
+        shared = runlock.acquire(alias, "one run")
+        assert shared.shared and shared.warning is None
+        runlock.release(alias, shared)
+        with pytest.raises(runlock.RunLocked, match="one run"):
+            runlock.acquire(alias, "another run", run_id=OTHER_RUN)
+        runlock.release(first, handle)
+        runlock.release(alias, runlock.acquire(alias, "another run", run_id=OTHER_RUN))
+    finally:
+        first.close()
+        alias.close()
