@@ -120,7 +120,6 @@ def acquire(
     """Take the host's run lock or raise ``RunLocked`` naming the holder. Never waits."""
     inner = getattr(conn, "inner", conn)  # a ScopedConnection wraps the transport
     host = inner.host_name
-    holder = _start_holder(inner)
     record = {
         "owner": owner_description,
         "controller_host": socket.gethostname(),
@@ -129,12 +128,7 @@ def acquire(
         "run_id": run_id,
     }
     request = {"path": path, "record": record, "stale_after_s": stale_after_s}
-    try:
-        holder.send(json.dumps(request).encode() + b"\n")
-        answer = _answer(host, holder.read_line(ANSWER_TIMEOUT_S))
-    except BaseException:
-        holder.close()
-        raise
+    holder, answer = _hold(inner, request)
     if not answer["acquired"]:
         holder.close()
         if (answer.get("holder") or {}).get("run_id") == run_id:
@@ -202,6 +196,42 @@ def _start_heartbeat(handle: LockHandle, every_s: float) -> None:
                 return
 
     threading.Thread(target=beat, name=f"runlock-{handle.host_name}", daemon=True).start()
+
+
+def _hold(inner: Any, request: dict[str, Any]) -> tuple[_Holder, dict[str, Any]]:
+    """Over SSH the host's remote agent holds the lock (one round trip); otherwise a
+    holder process is started for it (a local child, or a command on its own channel)."""
+    if hasattr(inner, "hold_run_lock"):
+        args = {"path": request["path"], "record": request["record"]}
+        answer = inner.hold_run_lock(args, request["stale_after_s"])
+        if answer is not None:
+            return _AgentHolder(inner, answer["path"]), answer
+    holder = _start_holder(inner)
+    try:
+        holder.send(json.dumps(request).encode() + b"\n")
+        return holder, _answer(inner.host_name, holder.read_line(ANSWER_TIMEOUT_S))
+    except BaseException:
+        holder.close()
+        raise
+
+
+class _AgentHolder:
+    """The lock kept inside the host's remote agent, behind the holder interface."""
+
+    def __init__(self, conn: Any, path: str):
+        self.conn, self.path = conn, path
+
+    def send(self, data: bytes) -> None:
+        if data == b"release\n":
+            self.conn.release_run_lock(self.path)
+        else:
+            self.conn.heartbeat_run_lock()
+
+    def read_line(self, timeout_s: float) -> str:
+        return "released\n"
+
+    def close(self) -> None:
+        return None
 
 
 def _start_holder(inner: Any) -> _Holder:

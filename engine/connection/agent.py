@@ -45,7 +45,8 @@ class Agent:
         self.host_name = host_name
         self._buffer = bytearray(leftover)
         self._stderr = bytearray()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one request at a time
+        self._send_lock = threading.Lock()  # heartbeats may interleave with a waiting call
         self.sent_probes: set[str] = set()
 
     def hello(self, deadline: float) -> dict[str, Any]:
@@ -57,11 +58,31 @@ class Agent:
     def call(self, request: dict[str, Any], deadline: float | None) -> dict[str, Any]:
         with self._lock:
             body = json.dumps(request).encode("utf-8")
-            try:
-                self.chan.sendall(struct.pack(">I", len(body)) + body)
-            except (OSError, EOFError, paramiko.SSHException) as exc:
-                raise self._gone(f"sending a request failed: {exc}") from None
+            self._send(struct.pack(">I", len(body)) + body)
             return self._read_frame(deadline)
+
+    def call_if_idle(self, request: dict[str, Any], deadline: float | None) -> dict[str, Any] | None:
+        """Like ``call``, but None at once when another call is in progress (Ctrl-C while a
+        command runs: closing the connection then ends the agent and what it holds)."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            body = json.dumps(request).encode("utf-8")
+            self._send(struct.pack(">I", len(body)) + body)
+            return self._read_frame(deadline)
+        finally:
+            self._lock.release()
+
+    def heartbeat(self) -> None:
+        """An empty frame: the agent answers nothing, its run-lock watchdog stays quiet."""
+        self._send(b"\0\0\0\0")
+
+    def _send(self, data: bytes) -> None:
+        with self._send_lock:
+            try:
+                self.chan.sendall(data)
+            except (OSError, EOFError, paramiko.SSHException) as exc:
+                raise self._gone(f"sending to the agent failed: {exc}") from None
 
     def alive(self) -> bool:
         chan = self.chan

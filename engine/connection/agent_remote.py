@@ -9,6 +9,8 @@ stdin/stdout (4-byte big-endian length + UTF-8 JSON), one at a time:
   buffers, kills the whole session on timeout.
 - ``{"op": "probe", "name", "sources", "args"}``: runs a probe in-process (sources are
   sent once, then cached compiled).
+- ``{"op": "lock" | "unlock", ...}``: takes / gives back the host's run lock, held by this
+  process; an empty frame is a heartbeat that keeps the lock's watchdog quiet.
 
 It exits (killing what it started) when its stdin closes: when the controller closes the
 connection or dies. Stdlib only; whitelisted operations only, never pickle.
@@ -33,11 +35,13 @@ class Reader:
 
     def __init__(self, fd):
         self.fd, self.pending, self.closed = fd, b"", False
+        self.last_heard = time.monotonic()
 
     def fill(self):
         chunk = os.read(self.fd, CHUNK)
         if not chunk:
             self.closed = True
+        self.last_heard = time.monotonic()
         self.pending += chunk
 
     def frames(self):
@@ -52,7 +56,8 @@ class Reader:
             if len(self.pending) < 4 + size:
                 return
             body, self.pending = self.pending[4 : 4 + size], self.pending[4 + size :]
-            yield json.loads(body.decode("utf-8"))
+            if size:  # an empty frame is the controller's heartbeat: nothing to answer
+                yield json.loads(body.decode("utf-8"))
 
 
 def _send(fd, message):
@@ -242,6 +247,44 @@ class Probes:
             return {"error": type(exc).__name__ + ": " + str(exc)}
 
 
+class RunLock:
+    """The run lock held by this process (see engine/probes/runlock.py): it lives exactly
+    as long as the agent, which ends when the controller closes the connection, dies, or
+    (with a watchdog armed) stops sending heartbeats for ``stale_after_s``."""
+
+    def __init__(self, reader, children):
+        self.reader, self.children, self.held = reader, children, {}
+
+    def lock(self, request):
+        namespace = {"__name__": "rigger_probe_runlock"}
+        exec(compile(request["source"], "<probe runlock>", "exec"), namespace)
+        answer = namespace["acquire"](request["args"])
+        fd = answer.pop("fd", None)
+        if fd is not None:
+            self.held[answer["path"]] = (fd, namespace["release"])
+            if request.get("stale_after_s"):
+                self._watch(float(request["stale_after_s"]))
+        return answer
+
+    def unlock(self, request):
+        fd, release = self.held.pop(request["path"])
+        release(fd)
+        return {"released": True}
+
+    def _watch(self, stale_after_s):
+        import threading
+
+        def watchdog():
+            while True:
+                time.sleep(min(1.0, stale_after_s / 4))
+                if self.held and time.monotonic() - self.reader.last_heard > stale_after_s:
+                    for child in list(self.children):
+                        child.kill()
+                    os._exit(3)  # the controller went silent: drop the lock with us
+
+        threading.Thread(target=watchdog, daemon=True).start()
+
+
 def main():
     # keep the protocol on private descriptors; stray prints from probes go to stderr
     proto_in, proto_out = os.dup(0), os.dup(1)
@@ -253,12 +296,18 @@ def main():
     _send(proto_out, {"hello": "rigger-agent", "pid": os.getpid(), "uid": os.getuid()})
     try:
         reader = Reader(proto_in)
+        run_lock = RunLock(reader, children)
         for request in reader.frames():
             op = request.get("op")
             if op == "run":
                 answer = run(request, children, reader)
             elif op == "probe":
                 answer = probes.run(request)
+            elif op in ("lock", "unlock"):
+                try:
+                    answer = getattr(run_lock, op)(request)
+                except Exception as exc:
+                    answer = {"error": type(exc).__name__ + ": " + str(exc)}
             else:
                 answer = {"error": "unknown op " + repr(op)}
             _send(proto_out, answer)

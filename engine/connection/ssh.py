@@ -266,7 +266,23 @@ class SSHConnection:
             )
         return parse_probe_output(name, result.stdout, result.stderr)
 
-    # -- long-lived helpers (run lock) -------------------------------------------------
+    # -- run lock (engine/runlock.py) ------------------------------------------------
+
+    def hold_run_lock(self, args: Mapping[str, Any], stale_after_s: float) -> dict[str, Any] | None:
+        """Take the run lock in the remote agent (it lives as long as this connection).
+        None when the host runs no agent; the caller then starts a holder process."""
+        with self._guard("taking the run lock"):
+            return self._agents.lock(args, stale_after_s)
+
+    def release_run_lock(self, path: str) -> None:
+        with self._guard("releasing the run lock"):
+            self._agents.unlock(path)
+
+    def heartbeat_run_lock(self) -> None:
+        with self._guard("run lock heartbeat"):
+            self._agents.heartbeat()
+
+    # -- long-lived helpers ------------------------------------------------------------
 
     def start_process(self, argv: Sequence[str]) -> paramiko.Channel:
         """A command that keeps running on its own channel until its stdin is closed."""

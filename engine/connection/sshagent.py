@@ -24,7 +24,7 @@ from engine.connection.become import become_handshake
 from engine.connection.capture import DEFAULT_CAP_BYTES, CappedBuffer
 from engine.connection.sshcommand import BecomeMarkers, command_line
 from engine.connection.sshopts import SSHOptions
-from engine.errors import CommandFailed, TaskFailed
+from engine.errors import CommandFailed, HostUnreachable, TaskFailed
 
 ANSWER_GRACE_S = 5.0
 
@@ -36,6 +36,7 @@ class AgentPool:
     open_channel: Callable[[], paramiko.Channel]
     agents: dict[bool, Agent] = field(default_factory=dict)
     unusable: dict[bool, str] = field(default_factory=dict)
+    lock_paths: set[str] = field(default_factory=set)  # run locks held by the plain agent
 
     @property
     def host_name(self) -> str:
@@ -45,6 +46,12 @@ class AgentPool:
         if not self.options.remote_agent or sudo in self.unusable:
             return None
         if sudo in self.agents and not self.agents[sudo].alive():
+            if not sudo and self.lock_paths:
+                # never restart silently: the run lock died with it
+                raise HostUnreachable(
+                    f"{self.host_name}: the remote agent holding this run's lock ended; the host "
+                    "is no longer locked for this run, so nothing more is done there"
+                )
             self.drop(sudo)  # ended between tasks (killed, OOM): start a fresh one
         if sudo not in self.agents:
             agent = self._start(sudo)
@@ -74,6 +81,54 @@ class AgentPool:
         except BaseException:
             chan.close()
             raise
+
+    # -- run lock ----------------------------------------------------------------------
+
+    def lock(self, args: Mapping[str, Any], stale_after_s: float) -> dict[str, Any] | None:
+        """Take the run lock inside the plain agent; None when no agent runs on this host."""
+        agent = self.get(False)
+        if agent is None:
+            return None
+        request = {
+            "op": "lock",
+            "source": probes.probe_source("runlock"),
+            "args": dict(args),
+            "stale_after_s": stale_after_s,
+        }
+        answer = self._lock_call(agent, request)
+        if answer.get("acquired"):
+            self.lock_paths.add(answer["path"])
+        return answer
+
+    def unlock(self, path: str) -> None:
+        """Release and clear the record. While a command still runs (an interrupted run),
+        leave it: closing the connection ends the agent, and the lock with it."""
+        agent = self.agents.get(False)
+        if path not in self.lock_paths or agent is None:
+            return
+        self.lock_paths.discard(path)
+        try:
+            answer = agent.call_if_idle(
+                {"op": "unlock", "path": path}, time.monotonic() + self.options.connect_timeout_s
+            )
+        except (AgentDied, TimeoutError):
+            return  # the agent is gone, and the lock with it
+        if answer is not None and "error" in answer:
+            raise HostUnreachable(f"{self.host_name}: run lock release failed: {answer['error']}")
+
+    def heartbeat(self) -> None:
+        agent = self.agents.get(False)
+        if agent is not None and self.lock_paths:
+            agent.heartbeat()
+
+    def _lock_call(self, agent: Agent, request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            answer = agent.call(request, time.monotonic() + self.options.connect_timeout_s)
+        except (AgentDied, TimeoutError) as exc:
+            raise HostUnreachable(f"{self.host_name}: run lock: the remote agent failed: {exc}") from None
+        if "error" in answer:
+            raise HostUnreachable(f"{self.host_name}: run lock failed: {answer['error']}")
+        return answer
 
     def drop(self, sudo: bool) -> None:
         agent = self.agents.pop(sudo, None)

@@ -96,6 +96,9 @@ def test_lock_whose_holder_process_died_is_taken_over(lab: Lab) -> None:
         os.kill(handle.record["holder_pid"], signal.SIGKILL)
         taken = _acquire_eventually(second, "successor")
         assert taken.warning and "run with a killed holder" in taken.warning
+        time.sleep(0.2)
+        with pytest.raises(HostUnreachable, match="no longer locked"):
+            first.run(["true"])  # the run that lost its lock must not go on silently
         runlock.release(second, taken)
         runlock.release(first, handle)
     finally:
@@ -116,11 +119,11 @@ def test_heartbeat_keeps_a_short_stale_window_alive(lab: Lab) -> None:
         second.close()
 
 
-def _acquire_eventually(conn, owner: str) -> runlock.LockHandle:  # type: ignore[no-untyped-def]
+def _acquire_eventually(conn, owner: str, run_id: str = runlock.RUN_ID) -> runlock.LockHandle:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + 10
     while True:
         try:
-            return runlock.acquire(conn, owner)
+            return runlock.acquire(conn, owner, run_id=run_id)
         except runlock.RunLocked:
             if time.monotonic() > deadline:
                 raise
@@ -141,3 +144,18 @@ def test_this_run_reaching_one_machine_under_two_names_shares_its_lock(lab: Lab)
     finally:
         first.close()
         alias.close()
+
+
+def test_lock_is_dropped_when_the_controller_goes_silent(lab: Lab) -> None:
+    """The controller stops its heartbeat (as a frozen or cut-off controller would): the
+    host side gives the lock up after stale_after_s, leaving the record for a takeover."""
+    first, second = lab.connect("gpu1"), lab.connect("gpu1")
+    try:
+        handle = runlock.acquire(first, "frozen run", stale_after_s=1.0)
+        handle._stop.set()  # heartbeat thread ends; the connection itself stays open
+        taken = _acquire_eventually(second, "next run", run_id=OTHER_RUN)
+        assert taken.warning and "frozen run" in taken.warning
+        runlock.release(second, taken)
+    finally:
+        first.close()
+        second.close()
