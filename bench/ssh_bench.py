@@ -32,23 +32,25 @@ from ssh.workloads import ansible_files, pyinfra_files, rigger_files
 FORKS = 20
 
 
-def _rigger_runner(fleet: Fleet, root: Path, agent: bool) -> Callable[[int, int], float]:
+def _rigger_runner(fleet: Fleet, root: Path, agent: bool, run_lock: bool) -> Callable[[int, int], float]:
     """rigger; ``agent=False`` is its exec-channel-per-command mode (ssh_remote_agent: false)."""
 
     def rigger(hosts: int, tasks: int) -> float:
-        book, inv = rigger_files(fleet, root, hosts, tasks, remote_agent=agent)
+        book, inv = rigger_files(fleet, root, hosts, tasks, remote_agent=agent, run_lock=run_lock)
         argv = [*rigger_command(), "run", str(book), "-i", str(inv), "--forks", str(FORKS)]
         return timed(argv, {"PYTHONPATH": str(REPO)})
 
     return rigger
 
 
-def tool_runners(fleet: Fleet, root: Path, tools: list[str]) -> dict[str, Callable[[int, int], float]]:
+def tool_runners(
+    fleet: Fleet, root: Path, tools: list[str], run_lock: bool = True
+) -> dict[str, Callable[[int, int], float]]:
     """tool -> run(hosts, tasks) returning wall seconds (and failing loudly on errors)."""
     runners: dict[str, Callable[[int, int], float]] = {}
     for variant, agent in (("rigger", True), ("rigger-exec", False)):
         if variant in tools:
-            runners[variant] = _rigger_runner(fleet, root, agent)
+            runners[variant] = _rigger_runner(fleet, root, agent, run_lock)
     if "ansible" in tools:
         ansible_bin = tool_venv("ansible")
         env = {
@@ -85,13 +87,16 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=20)
     parser.add_argument("--fleet-tasks", type=int, default=10)
     parser.add_argument("--tools", default="rigger,rigger-exec,ansible,pyinfra")
+    parser.add_argument(
+        "--no-run-lock", action="store_true", help="rigger without its per-host run lock (the others have none)"
+    )
     opts = parser.parse_args()
     tools = [t for t in opts.tools.split(",") if t]
     with tempfile.TemporaryDirectory(prefix="rigger-ssh-bench-") as tmp:
         root = Path(tmp)
         fleet = start_fleet(root / "fleet")
         try:
-            runners = tool_runners(fleet, root, tools)
+            runners = tool_runners(fleet, root, tools, run_lock=not opts.no_run_lock)
             cases = [
                 Case(tool, label, lambda run=run, h=h, n=n: run(h, n))
                 for label, h, n in (
