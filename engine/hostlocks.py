@@ -20,19 +20,28 @@ def machine_key(host_name: str, host_vars: Mapping[str, Any]) -> tuple[Any, ...]
 
 
 class HostLocks:
+    """Locks are taken in parallel across machines: only names of one machine wait for
+    each other (the guard never covers an SSH connect)."""
+
     def __init__(self) -> None:
         self._held: dict[tuple[Any, ...], tuple[Connection, runlock.LockHandle]] = {}
+        self._per_machine: dict[tuple[Any, ...], threading.Lock] = {}
         self._guard = threading.Lock()
+
+    def _machine_lock(self, key: tuple[Any, ...]) -> threading.Lock:
+        with self._guard:
+            return self._per_machine.setdefault(key, threading.Lock())
 
     def take(self, host_name: str, host_vars: Mapping[str, Any], conn: Connection, owner: str) -> str | None:
         """Lock the host's machine unless this run holds it already. Returns a takeover
         warning, if any; raises HostUnreachable (RunLocked) when another run holds it."""
         key = machine_key(host_name, host_vars)
-        with self._guard:
+        with self._machine_lock(key):
             if key in self._held:
                 return None
             handle = runlock.acquire(conn, owner)
-            self._held[key] = (conn, handle)
+            with self._guard:
+                self._held[key] = (conn, handle)
         return handle.warning
 
     def release_all(self) -> None:

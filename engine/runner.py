@@ -97,16 +97,26 @@ class Runner:
 
     # ---- connections -------------------------------------------------------------
     def connection(self, host: str) -> Connection:
+        """One connection per host for the whole run. -e wins here too (as in Ansible):
+        ``-e ansible_user=ops`` or ``-e host_key_checking=accept-new`` apply."""
         if host not in self._connections:
-            self._connections[host] = open_connection(host, self.inventory.hosts[host].vars)
+            host_vars = {**self.inventory.hosts[host].vars, **self.options.extra_vars}
+            self._connections[host] = open_connection(host, host_vars)
         return self._connections[host]
+
+    def _report_connection_warnings(self, hosts: list[HostRun]) -> None:
+        for host in hosts:
+            drain = getattr(host.conn, "drain_warnings", None)
+            for warning in drain() if drain else []:
+                self.emit(Notice("warning", warning, host.name))
 
     def _lock(self, host: HostRun) -> HostResult | None:
         """Take the host's run lock once per run; a held lock makes the host unreachable."""
         if self.options.check_mode or not to_bool(host.inventory_vars.get("rigger_run_lock", True)):
             return None
         try:
-            warning = self._locks.take(host.name, self.inventory.hosts[host.name].vars, host.conn, self.owner)
+            host_vars = {**self.inventory.hosts[host.name].vars, **self.options.extra_vars}
+            warning = self._locks.take(host.name, host_vars, host.conn, self.owner)
         except HostUnreachable as exc:
             return HostResult(host.name, "Acquiring the run lock", "unreachable", False, msg=str(exc))
         if warning:
@@ -211,6 +221,7 @@ class Runner:
         self._take_locks(hosts)
         if play.gather_facts:
             self._gather(hosts)
+        self._report_connection_warnings(hosts)
         ok = self._steps(play.tasks, hosts, play)
         if ok and not self._interrupted.is_set():
             ok = self._handlers(play, hosts)

@@ -49,10 +49,31 @@ def _try_lock(fd):
         raise
 
 
+def _alive(pid):
+    try:
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, ValueError, TypeError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _settled_holder(fd, wait_s=1.0):
+    """The holder's record once written: the winner of a flock race writes its record just
+    after taking the lock, so a record that is empty or names a dead process is re-read."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        holder = _read(fd)
+        if (holder and _alive(holder.get("holder_pid"))) or time.monotonic() >= deadline:
+            return holder
+        time.sleep(0.02)
+
+
 def acquire(args):
     path, fd = _open(args.get("path") or DEFAULT_PATH)
     if not _try_lock(fd):
-        holder = _read(fd)
+        holder = _settled_holder(fd)
         os.close(fd)
         return {"acquired": False, "path": path, "holder": holder}
     previous = _read(fd)
