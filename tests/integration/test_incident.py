@@ -25,7 +25,6 @@ One vLLM start for the whole module (55-95 s on 2 cores).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -40,11 +39,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sshlab  # the SSH area's real-sshd harness
 
 from engine.connection.local import LocalConnection
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "ssh"))
-import sshlab  # the SSH area's real-sshd harness
 
 REPO = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
@@ -55,17 +52,7 @@ ENGINE_MIB = 512
 pytestmark = pytest.mark.slow
 
 
-def _load_fakenvml() -> Any:
-    path = REPO / "tests" / "fakes" / "fake_nvml" / "fakenvml.py"
-    spec = importlib.util.spec_from_file_location("fakenvml", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fakenvml"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fakenvml = _load_fakenvml()
+import fakenvml  # tests/fakes/fake_nvml (pytest pythonpath)
 
 TASKS = """\
   tasks:

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "fakes" / "fake_nvml"))
 import fakenvml
 
 FIXTURE = ROOT / "tests" / "fixtures" / "kimi-k2.5-nvfp4"

@@ -7,13 +7,11 @@ Not real: the GPU (tests/fakes/fake_nvml) where one is needed. The GPU part itse
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,17 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "gpu_device_check.py"
 
 
-def _load_fakenvml() -> Any:
-    path = REPO / "tests" / "fakes" / "fake_nvml" / "fakenvml.py"
-    spec = importlib.util.spec_from_file_location("fakenvml", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fakenvml"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fakenvml = _load_fakenvml()
+import fakenvml  # tests/fakes/fake_nvml (pytest pythonpath)
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -8,7 +8,6 @@ replaying recorded output from tests/fakes/nvidia_smi).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -27,17 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 SMI_DIR = REPO / "tests" / "fakes" / "nvidia_smi"
 
 
-def _load_fakenvml() -> Any:
-    path = REPO / "tests" / "fakes" / "fake_nvml" / "fakenvml.py"
-    spec = importlib.util.spec_from_file_location("fakenvml", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fakenvml"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fakenvml = _load_fakenvml()
+import fakenvml  # tests/fakes/fake_nvml (pytest pythonpath)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ it lists a registered pid as a compute process only while that pid is alive.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -34,16 +33,8 @@ REPO = Path(__file__).resolve().parents[2]
 FAKE_DIR = REPO / "tests" / "fakes" / "fake_nvml"
 
 
-def _load_fakenvml() -> Any:
-    spec = importlib.util.spec_from_file_location("fakenvml", FAKE_DIR / "fakenvml.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fakenvml"] = module
-    spec.loader.exec_module(module)
-    return module
+import fakenvml  # tests/fakes/fake_nvml (pytest pythonpath)
 
-
-fakenvml = _load_fakenvml()
 DEFAULTS = {
     "gpus": "all",
     "max_used_mib": 512,

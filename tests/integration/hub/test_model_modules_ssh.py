@@ -22,7 +22,6 @@ import pytest
 from olah_mirror import REPO_ID, OlahMirror, repo_files
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "tests" / "integration" / "ssh"))
 import sshlab
 
 from engine.connection.base import ScopedConnection, TaskScope

@@ -16,11 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import fakenvml
 import pytest
 from vllmkit import REPO, free_port, listening, live_session_members, require_vllm
-
-sys.path.insert(0, str(REPO / "tests" / "fakes" / "fake_nvml"))
-import fakenvml
 
 pytestmark = pytest.mark.slow
 FIXTURE = REPO / "tests" / "fixtures" / "kimi-k2.5-nvfp4"

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sshlab
+from sshlab import Lab
 from vllmkit import (
-    REPO,
     alive,
     free_port,
     http_json,
@@ -30,10 +31,6 @@ from vllmkit import (
     run_module,
     wait_until,
 )
-
-sys.path.insert(0, str(REPO / "tests" / "integration" / "ssh"))
-import sshlab
-from sshlab import Lab
 
 import modules.serve_vllm as serve_vllm
 from engine.connection.ssh import SSHConnection
