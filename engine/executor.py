@@ -206,6 +206,8 @@ class TaskRunner:
             args = templating.render(task.args, scope)
             environment = templating.render(dict(task.options.environment), scope)
             become = task.options.become
+            if become is None:  # the inventory's default, as in Ansible
+                become = scope.get("ansible_become", False)
             if isinstance(become, str):
                 become = to_bool(templating.render(become, scope))
         except TemplateError as exc:

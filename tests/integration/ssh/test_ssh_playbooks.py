@@ -346,3 +346,30 @@ def test_ctrl_c_ends_remote_commands_and_exits_99(lab, tmp_path, remote_tree) ->
         assert time.monotonic() < deadline, "remote commands outlived the interrupted run"
         time.sleep(0.1)
     assert not list(remote_tree.glob("never-*"))
+
+
+def test_ansible_become_in_the_inventory_is_the_default(rigger, lab, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Real sshd, real sudo: the login user is unprivileged; `ansible_become: true` in the
+    inventory makes tasks run as root unless a task says `become: false`."""
+    inv = inventory(lab, tmp_path / "hosts.yml")
+    inv.write_text(inv.read_text().replace("  vars:\n", "  vars:\n    ansible_become: true\n", 1))
+    book = write(
+        tmp_path / "p.yml",
+        """\
+        - hosts: gpu1
+          gather_facts: false
+          tasks:
+            - name: inherits become
+              command: id -u
+              register: inherited
+            - name: turns it off
+              command: id -u
+              become: false
+              register: plain
+        """,
+    )
+    run = rigger("run", str(book), "-i", str(inv), "--output", "jsonl")
+    assert run.rc == 0, run.stdout[-2000:]
+    uids = {r["task"]: r["data"]["stdout"].strip() for r in run.results()}
+    assert uids["inherits become"] == "0"
+    assert uids["turns it off"] != "0"
