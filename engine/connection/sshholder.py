@@ -30,7 +30,21 @@ class ChannelHolder:
             try:
                 self.chan.sendall(data)
             except (OSError, EOFError, paramiko.SSHException) as exc:
-                raise HostUnreachable(f"{self.conn.host_name}: run-lock holder lost: {exc}") from None
+                why = self._death_notice() or str(exc)
+                raise HostUnreachable(f"{self.conn.host_name}: run-lock holder lost: {why}") from None
+
+    def _death_notice(self) -> str:
+        """What a holder that died at start said: its stderr's last line and exit status."""
+        chunks = []
+        with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+            while self.chan.recv_stderr_ready():
+                chunks.append(self.chan.recv_stderr(65536))
+        lines = b"".join(chunks).decode("utf-8", errors="replace").strip().splitlines()
+        status = self.chan.recv_exit_status() if self.chan.exit_status_ready() else None
+        parts = [lines[-1]] if lines else []
+        if status is not None:
+            parts.append(f"exit status {status}")
+        return "; ".join(parts)
 
     def read_line(self, timeout_s: float) -> str:
         deadline = time.monotonic() + timeout_s

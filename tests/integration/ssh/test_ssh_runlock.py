@@ -159,3 +159,17 @@ def test_lock_is_dropped_when_the_controller_goes_silent(lab: Lab) -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_a_holder_that_cannot_start_says_why(lab: Lab) -> None:
+    """A host whose python cannot run: the failure names the host's own error, not a
+    closed socket (real sshd; the interpreter path simply does not exist there)."""
+    conn = lab.connect("gpu1", ansible_python_interpreter="/nonexistent/python3", ssh_remote_agent=False)
+    try:
+        with pytest.raises(HostUnreachable) as caught:
+            runlock.acquire(conn, "alice: site.yml")
+        message = str(caught.value)
+        assert message.startswith("gpu1: ")
+        assert "/nonexistent/python3" in message or "not found" in message, message
+    finally:
+        conn.close()
