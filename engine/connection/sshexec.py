@@ -50,11 +50,19 @@ class _Pump:
             self.err.feed(self.chan.recv_stderr(CHUNK))
             moved = True
         if self.sending and self.chan.send_ready():
+            self._send_chunk()
+            moved = True
+        return moved
+
+    def _send_chunk(self) -> None:
+        """A command that exited before reading its stdin closes the channel: like a broken
+        pipe locally, stop feeding it and collect its exit status and stderr, which say why."""
+        try:
             self.sent += self.chan.send(self.stdin[self.sent : self.sent + CHUNK])
             if not self.sending:
                 self.chan.shutdown_write()
-            moved = True
-        return moved
+        except OSError:
+            self.sent = len(self.stdin)
 
     @property
     def sending(self) -> bool:
