@@ -1,0 +1,102 @@
+"""Read-only facts for the file modules: lstat/stat, owner names, checksum, id lookups."""
+
+import grp
+import hashlib
+import os
+import pwd
+import stat
+
+_KINDS = (
+    (stat.S_ISLNK, "link"),
+    (stat.S_ISDIR, "directory"),
+    (stat.S_ISREG, "file"),
+)
+
+
+def _name(lookup, ident):
+    try:
+        return lookup(ident)[0]
+    except KeyError:
+        return None
+
+
+def _checksum(path, algorithm):
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _facts(path, follow, checksum):
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+    except FileNotFoundError:
+        return {"exists": False, "path": path}
+    kind = next((name for test, name in _KINDS if test(st.st_mode)), "other")
+    facts = {
+        "exists": True,
+        "path": path,
+        "type": kind,
+        "mode": f"{stat.S_IMODE(st.st_mode):04o}",
+        "size": st.st_size,
+        "uid": st.st_uid,
+        "gid": st.st_gid,
+        "owner": _name(pwd.getpwuid, st.st_uid),
+        "group": _name(grp.getgrgid, st.st_gid),
+        "mtime": st.st_mtime,
+        "atime": st.st_atime,
+        "ctime": st.st_ctime,
+        "inode": st.st_ino,
+        "dev": st.st_dev,
+        "nlink": st.st_nlink,
+        "readable": os.access(path, os.R_OK),
+        "writeable": os.access(path, os.W_OK),
+        "executable": os.access(path, os.X_OK),
+    }
+    if kind == "link":
+        facts["link_target"] = os.readlink(path)
+        facts["link_source"] = os.path.realpath(path)
+    if kind == "file" and checksum:
+        facts["checksum"] = _checksum(path, checksum)
+    return facts
+
+
+def _resolve(lookup, value, what):
+    if value is None:
+        return None
+    if isinstance(value, int) or str(value).isdigit():
+        return int(value)
+    try:
+        return lookup(value)[2]
+    except KeyError:
+        raise LookupError(f"no {what} named {value!r} on the host") from None
+
+
+def _tree_mismatches(root, uid, gid, mode, limit=20):
+    """Paths under ``root`` whose owner, group or mode differ from the wanted ones."""
+    found = []
+    for base, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(base, name)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            wrong_mode = mode is not None and stat.S_IMODE(st.st_mode) != mode
+            if (uid is not None and st.st_uid != uid) or (gid is not None and st.st_gid != gid) or wrong_mode:
+                found.append(path)
+                if len(found) >= limit:
+                    return found
+    return found
+
+
+def main(args):
+    follow = bool(args.get("follow", False))
+    checksum = args.get("checksum")
+    answer = {"paths": {p: _facts(p, follow, checksum) for p in args.get("paths", [])}}
+    answer["uid"] = _resolve(pwd.getpwnam, args.get("owner"), "user")
+    answer["gid"] = _resolve(grp.getgrnam, args.get("group"), "group")
+    tree = args.get("tree")
+    if tree and os.path.isdir(tree["path"]) and not os.path.islink(tree["path"]):
+        answer["tree_mismatches"] = _tree_mismatches(tree["path"], answer["uid"], answer["gid"], tree.get("mode"))
+    return answer
