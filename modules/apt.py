@@ -100,7 +100,7 @@ def installed(ctx: TaskContext, names: Sequence[str]) -> dict[str, str | None]:
     )
     versions: dict[str, str | None] = dict.fromkeys(names)
     for line in result.stdout.splitlines():
-        package, status, version = (line.split("\t") + ["", ""])[:3]
+        package, status, version = [*line.split("\t"), "", ""][:3]
         if package in versions and status.startswith("ii"):
             versions[package] = version
     return versions
