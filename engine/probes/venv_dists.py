@@ -1,0 +1,44 @@
+"""The distributions installed in a virtualenv, read from their metadata files (nothing imported).
+
+Optionally returns the text of small files under site-packages (``read``), e.g.
+``torch/version.py``, so callers learn build details without importing anything.
+"""
+
+import glob
+import os
+import re
+
+
+def _field(text, name):
+    match = re.search(r"^" + name + r":\s*(.+)$", text, re.MULTILINE)
+    return match.group(1).strip() if match else None
+
+
+def _normalized(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _site_packages(venv):
+    return sorted(glob.glob(os.path.join(venv, "lib", "python3*", "site-packages")))
+
+
+def main(args):
+    venv = args["venv"]
+    python = os.path.join(venv, "bin", "python")
+    answer = {"exists": os.path.exists(python), "python": python, "dists": {}, "files": {}, "site_packages": None}
+    for site in _site_packages(venv):
+        answer["site_packages"] = site
+        for meta in glob.glob(os.path.join(site, "*.dist-info", "METADATA")) + glob.glob(
+            os.path.join(site, "*.egg-info", "PKG-INFO")
+        ):
+            with open(meta, encoding="utf-8", errors="replace") as handle:
+                head = handle.read(4096)
+            name, version = _field(head, "Name"), _field(head, "Version")
+            if name and version:
+                answer["dists"][_normalized(name)] = version
+        for relative in args.get("read", []):
+            path = os.path.join(site, relative)
+            if os.path.isfile(path):
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    answer["files"][relative] = handle.read(65536)
+    return answer
