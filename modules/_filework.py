@@ -1,8 +1,9 @@
 """What the file modules share: modes, owners, host facts, and putting content in place.
 
 Content goes through the connection's atomic write (temp file in the same directory,
-fsync, rename); ownership and mode changes go through the `file_set` probe. Owner and
-group names are resolved while planning, so an unknown user fails before anything changes.
+fsync, rename); ownership and mode changes go through the `file_set` probe. An owner or
+group the host does not know is shown in the plan (an earlier task may create it) and
+resolved again before apply touches anything, so an unknown user changes nothing.
 """
 
 from __future__ import annotations
@@ -81,7 +82,15 @@ def host_facts(
     try:
         return ctx.conn.run_probe("file_facts", request)
     except ProbeError as exc:
-        raise TaskFailed(str(exc).replace("probe file_facts failed: LookupError: ", "")) from None
+        raise TaskFailed(str(exc)) from None
+
+
+def require_owners(ctx: TaskContext, attrs: Attrs) -> None:
+    """Fail before any change when the wanted owner or group is still not on the host."""
+    if attrs.unresolved:
+        missing = host_facts(ctx, [], owner=attrs.owner, group=attrs.group)["unresolved"]
+        if missing:
+            raise TaskFailed("; ".join(missing) + "; nothing was changed")
 
 
 def run_ops(ctx: TaskContext, ops: Sequence[Mapping[str, Any]]) -> None:
@@ -99,32 +108,52 @@ def identity(facts: Mapping[str, Any]) -> list[int] | None:
 
 @dataclass(frozen=True)
 class Attrs:
-    """The owner, group and mode a task asks for (None: leave as is)."""
+    """The owner, group and mode a task asks for (None: leave as is).
+
+    ``owner``/``group`` keep the names: a user an earlier task creates is not on the host
+    while planning (check mode), so its uid is unknown until apply resolves it.
+    """
 
     uid: int | None
     gid: int | None
     mode: int | None
+    owner: str | None = None
+    group: str | None = None
 
     @classmethod
     def wanted(cls, args: Mapping[str, Any], answer: Mapping[str, Any]) -> Attrs:
-        return cls(answer.get("uid"), answer.get("gid"), parse_mode(args.get("mode")))
+        mode = parse_mode(args.get("mode"))
+        return cls(answer.get("uid"), answer.get("gid"), mode, args.get("owner"), args.get("group"))
+
+    @property
+    def unresolved(self) -> bool:
+        return (self.owner is not None and self.uid is None) or (self.group is not None and self.gid is None)
 
     def diffs(self, path: str, facts: Mapping[str, Any], with_mode: bool = True) -> list[Diff]:
         """What differs on an existing path (nothing for a path that does not exist)."""
         if not facts.get("exists"):
             return []
         found = []
-        if self.uid is not None and facts["uid"] != self.uid:
-            found.append(Diff(f"{path} (owner)", f"{facts['owner'] or facts['uid']}\n", f"{self.uid}\n"))
-        if self.gid is not None and facts["gid"] != self.gid:
-            found.append(Diff(f"{path} (group)", f"{facts['group'] or facts['gid']}\n", f"{self.gid}\n"))
+        if self.owner is not None and facts["uid"] != self.uid:
+            found.append(Diff(f"{path} (owner)", f"{facts['owner'] or facts['uid']}\n", f"{self.owner}\n"))
+        if self.group is not None and facts["gid"] != self.gid:
+            found.append(Diff(f"{path} (group)", f"{facts['group'] or facts['gid']}\n", f"{self.group}\n"))
         if with_mode and self.mode is not None and int(facts["mode"], 8) != self.mode:
             found.append(Diff(f"{path} (mode)", f"{facts['mode']}\n", f"{self.mode:04o}\n"))
         return found
 
     def op(self, path: str, recurse: bool = False, with_mode: bool = True) -> dict[str, Any]:
         mode = self.mode if with_mode else None
-        return {"op": "attrs", "path": path, "uid": self.uid, "gid": self.gid, "mode": mode, "recurse": recurse}
+        return {
+            "op": "attrs",
+            "path": path,
+            "uid": self.uid,
+            "gid": self.gid,
+            "owner": self.owner,
+            "group": self.group,
+            "mode": mode,
+            "recurse": recurse,
+        }
 
 
 def as_text(data: bytes | None) -> str:
@@ -186,6 +215,7 @@ def apply_content(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> 
     """Validate, back up, write atomically, then set owner/group/mode. Returns result data."""
     payload = change.payload
     dest, data, previous, attrs = payload["dest"], payload["data"], payload["previous"], payload["attrs"]
+    require_owners(ctx, attrs)
     backup = None
     if previous != data:
         if args.get("validate"):
@@ -194,6 +224,6 @@ def apply_content(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> 
             backup = backup_path(dest)
             ctx.conn.write_file(backup, previous)
         ctx.conn.write_file(dest, data, mode=attrs.mode)
-    if attrs.uid is not None or attrs.gid is not None or attrs.mode is not None:
+    if attrs.owner is not None or attrs.group is not None or attrs.mode is not None:
         run_ops(ctx, [attrs.op(dest)])
     return {"dest": dest, "backup_file": backup, "size": len(data), "changed": True}

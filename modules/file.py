@@ -122,7 +122,7 @@ def _plan_link(
     if not current:
         diffs.insert(0, _state_diff(path, facts, f"{'hard link to' if hard else 'link ->'} {src}\n"))
         ops.append({"op": "hardlink" if hard else "symlink", "path": path, "src": src, "identity": identity(facts)})
-    if attrs.uid is not None or attrs.gid is not None:
+    if attrs.owner is not None or attrs.group is not None:
         ops.append(attrs.op(path, with_mode=hard))
     return Change(f"link {path} -> {src}", tuple(diffs), {"ops": ops})
 

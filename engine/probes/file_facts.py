@@ -1,4 +1,9 @@
-"""Read-only facts for the file modules: lstat/stat, owner names, checksum, id lookups."""
+"""Read-only facts for the file modules: lstat/stat, owner names, checksum, id lookups.
+
+A user or group that does not exist is reported in ``unresolved`` rather than raised: an
+earlier task of the same run may create it (check mode shows the change; apply resolves
+again before touching anything).
+"""
 
 import grp
 import hashlib
@@ -62,7 +67,7 @@ def _facts(path, follow, checksum):
     return facts
 
 
-def _resolve(lookup, value, what):
+def _resolve(lookup, value, what, unresolved):
     if value is None:
         return None
     if isinstance(value, int) or str(value).isdigit():
@@ -70,7 +75,8 @@ def _resolve(lookup, value, what):
     try:
         return lookup(value)[2]
     except KeyError:
-        raise LookupError(f"no {what} named {value!r} on the host") from None
+        unresolved.append(f"no {what} named {value!r} on the host")
+        return None
 
 
 def _tree_mismatches(root, uid, gid, mode, limit=20):
@@ -94,8 +100,9 @@ def main(args):
     follow = bool(args.get("follow", False))
     checksum = args.get("checksum")
     answer = {"paths": {p: _facts(p, follow, checksum) for p in args.get("paths", [])}}
-    answer["uid"] = _resolve(pwd.getpwnam, args.get("owner"), "user")
-    answer["gid"] = _resolve(grp.getgrnam, args.get("group"), "group")
+    answer["unresolved"] = []
+    answer["uid"] = _resolve(pwd.getpwnam, args.get("owner"), "user", answer["unresolved"])
+    answer["gid"] = _resolve(grp.getgrnam, args.get("group"), "group", answer["unresolved"])
     tree = args.get("tree")
     if tree and os.path.isdir(tree["path"]) and not os.path.islink(tree["path"]):
         answer["tree_mismatches"] = _tree_mismatches(tree["path"], answer["uid"], answer["gid"], tree.get("mode"))

@@ -6,7 +6,9 @@ inode), so a path swapped between plan and apply is never deleted.
 
 MUTATES = True
 
+import grp
 import os
+import pwd
 import shutil
 import stat
 import time
@@ -87,7 +89,23 @@ _OPS = {
 }
 
 
+def _resolve_names(ops):
+    """Owner/group names an op carries are resolved before any op runs: all or nothing."""
+    for op in ops:
+        try:
+            if op.get("uid") is None and op.get("owner") is not None:
+                op["uid"] = pwd.getpwnam(op["owner"]).pw_uid
+        except KeyError:
+            raise LookupError(f"no user named {op['owner']!r} on the host") from None
+        try:
+            if op.get("gid") is None and op.get("group") is not None:
+                op["gid"] = grp.getgrnam(op["group"]).gr_gid
+        except KeyError:
+            raise LookupError(f"no group named {op['group']!r} on the host") from None
+
+
 def main(args):
+    _resolve_names(args["ops"])
     done = []
     for op in args["ops"]:
         _OPS[op["op"]](op)

@@ -105,10 +105,19 @@ def test_file_removal_checks_identity(tmp_path):
     assert (victim / "precious").exists()
 
 
-def test_unknown_owner_fails_in_plan_before_any_change(tmp_path):
-    with pytest.raises(TaskFailed, match="no user named 'no-such-user-x'"):
-        converge("file", {"path": str(tmp_path / "d"), "state": "directory", "owner": "no-such-user-x"})
-    assert not (tmp_path / "d").exists()
+def test_unknown_owner_is_planned_and_fails_in_apply_before_any_change(tmp_path):
+    """Check mode shows the owner an earlier task would create; apply changes nothing without it."""
+    for module, args in (
+        ("file", {"path": str(tmp_path / "d"), "state": "directory", "owner": "no-such-user-x"}),
+        ("copy", {"content": "x", "dest": str(tmp_path / "f"), "owner": "no-such-user-x"}),
+    ):
+        spec = registry.get(module)
+        full = spec.with_defaults(args)
+        change = spec.plan(ctx(True), full)
+        assert isinstance(change, Change)
+        with pytest.raises(TaskFailed, match="no user named 'no-such-user-x'"):
+            spec.apply(ctx(False), full, change)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_copy_content_src_file_and_tree(tmp_path):
