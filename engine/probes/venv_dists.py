@@ -19,14 +19,24 @@ def _normalized(name):
 
 
 def _site_packages(venv):
-    return sorted(glob.glob(os.path.join(venv, "lib", "python3*", "site-packages")))
+    """The venv's site-packages, then directories its .pth files add (what pip counts too)."""
+    sites = sorted(glob.glob(os.path.join(venv, "lib", "python3*", "site-packages")))
+    added = []
+    for site in sites:
+        for pth in sorted(glob.glob(os.path.join(site, "*.pth"))):
+            with open(pth, encoding="utf-8", errors="replace") as handle:
+                for line in handle.read().splitlines():
+                    path = os.path.join(site, line.strip())
+                    if line.strip() and not line.startswith(("#", "import")) and os.path.isdir(path):
+                        added.append(os.path.normpath(path))
+    return sites + [a for a in added if a not in sites]
 
 
 def main(args):
     venv = args["venv"]
     python = os.path.join(venv, "bin", "python")
     answer = {"exists": os.path.exists(python), "python": python, "dists": {}, "files": {}, "site_packages": None}
-    for site in _site_packages(venv):
+    for site in reversed(_site_packages(venv)):  # the venv's own entries win
         answer["site_packages"] = site
         for meta in glob.glob(os.path.join(site, "*.dist-info", "METADATA")) + glob.glob(
             os.path.join(site, "*.egg-info", "PKG-INFO")
