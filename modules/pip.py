@@ -19,6 +19,17 @@ from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unc
 
 PIP_ENV = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
 
+SOURCE_PROPERTIES: dict[str, Any] = {
+    "index_url": {"type": "string", "description": "Base URL of the package index (pip --index-url)."},
+    "extra_index_url": {"type": "string", "description": "Another index to search (pip --extra-index-url)."},
+    "find_links": {
+        "type": ["string", "array"],
+        "items": {"type": "string"},
+        "description": "Directories or URLs holding wheels (pip --find-links), e.g. an offline wheelhouse.",
+    },
+    "no_index": {"type": "boolean", "default": False, "description": "Do not use any index (only find_links)."},
+}
+
 SCHEMA = {
     "type": "object",
     "additionalProperties": False,
@@ -46,14 +57,7 @@ SCHEMA = {
             "description": "present: the specifiers are satisfied; latest: upgraded to the newest "
             "allowed; absent: not installed.",
         },
-        "index_url": {"type": "string", "description": "Base URL of the package index (pip --index-url)."},
-        "extra_index_url": {"type": "string", "description": "Another index to search (pip --extra-index-url)."},
-        "find_links": {
-            "type": ["string", "array"],
-            "items": {"type": "string"},
-            "description": "Directories or URLs holding wheels (pip --find-links), e.g. an offline wheelhouse.",
-        },
-        "no_index": {"type": "boolean", "default": False, "description": "Do not use any index (only find_links)."},
+        **SOURCE_PROPERTIES,
         "extra_args": {"type": "string", "description": "More pip arguments, split like a shell would."},
     },
     "anyOf": [{"required": ["name"]}, {"required": ["requirements"]}],
