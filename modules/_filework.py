@@ -142,6 +142,12 @@ class Attrs:
             found.append(Diff(f"{path} (mode)", f"{facts['mode']}\n", f"{self.mode:04o}\n"))
         return found
 
+    def describe(self) -> str:
+        """What is asked, as " owner=x group=y mode=0750" (shown for a path being created)."""
+        parts = [f"owner={self.owner}" if self.owner else "", f"group={self.group}" if self.group else ""]
+        parts.append(f"mode={self.mode:04o}" if self.mode is not None else "")
+        return "".join(f" {p}" for p in parts if p)
+
     def op(self, path: str, recurse: bool = False, with_mode: bool = True) -> dict[str, Any]:
         mode = self.mode if with_mode else None
         return {
