@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from engine.model import Play
+from engine.playbook import Play
 
 
 class _HostState(Protocol):

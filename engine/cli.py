@@ -104,7 +104,7 @@ def validate(playbook: str, inventories: tuple[str, ...], extra: tuple[str, ...]
 
 
 def _walk(book: Any) -> Any:
-    from engine.model import Block
+    from engine.playbook import Block
 
     def steps(items: Any) -> Any:
         for step in items:

@@ -12,9 +12,9 @@ from engine import registry, templating
 from engine.connection.base import Connection, ScopedConnection, TaskScope
 from engine.errors import HostUnreachable, TaskFailed, TemplateError
 from engine.filters import to_bool
-from engine.model import Task
 from engine.module_api import Change, Result, TaskContext, Unchanged
 from engine.output.events import HostResult
+from engine.playbook import Task
 
 
 @dataclass(frozen=True)

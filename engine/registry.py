@@ -1,4 +1,10 @@
-"""Finds task modules in ``modules/`` by file name and checks each one's SCHEMA once."""
+"""Finds task modules in the rooms under ``modules/`` and checks each one's SCHEMA once.
+
+A room is a package ``modules/<room>/`` whose ``__init__.py`` lists its task modules in
+``MODULES`` (the names users write in playbooks, unique across rooms) and may contribute
+host facts through ``FACTS`` (an ``engine.facts.FactSource``). Listing the rooms imports
+only those small ``__init__`` files; a module's own code is imported when a task uses it.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +14,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import jsonschema
 
 from engine.errors import RiggerError
 
-MODULE_DIR = Path(__file__).resolve().parent.parent / "modules"
+ROOMS_DIR = Path(__file__).resolve().parent.parent / "modules"
 CHECK_MODES = ("plan", "skip", "run")
 
 
@@ -69,8 +76,28 @@ def coerce_scalar(text: str, kind: str) -> Any:
 
 
 @cache
+def rooms() -> tuple[ModuleType, ...]:
+    """Every room's package (its ``__init__`` only), in name order."""
+    inits = sorted(ROOMS_DIR.glob("*/__init__.py"))
+    return tuple(importlib.import_module(f"modules.{init.parent.name}") for init in inits)
+
+
+@cache
+def _room_of() -> dict[str, str]:
+    """Module name -> the room that holds it."""
+    found: dict[str, str] = {}
+    for room in rooms():
+        room_name = room.__name__.rpartition(".")[2]
+        for name in room.MODULES:
+            if name in found:
+                raise ModuleDefinitionError(f"module {name} is listed by rooms {found[name]} and {room_name}")
+            found[name] = room_name
+    return found
+
+
+@cache
 def module_names() -> tuple[str, ...]:
-    return tuple(sorted(p.stem for p in MODULE_DIR.glob("*.py") if not p.stem.startswith("_")))
+    return tuple(sorted(_room_of()))
 
 
 def suggest(name: str, candidates: tuple[str, ...] | list[str]) -> str:
@@ -82,7 +109,7 @@ def suggest(name: str, candidates: tuple[str, ...] | list[str]) -> str:
 def get(name: str) -> ModuleSpec:
     if name not in module_names():
         raise KeyError(name)
-    module = importlib.import_module(f"modules.{name}")
+    module = importlib.import_module(f"modules.{_room_of()[name]}.{name}")
     return _spec_of(name, module)
 
 

@@ -26,9 +26,7 @@ from engine.errors import (
 )
 from engine.executor import ExecOptions, Outcome, TaskRunner
 from engine.filters import to_bool
-from engine.hostlocks import HostLocks
 from engine.inventory import select_hosts
-from engine.model import Block, Inventory, Play, Playbook, Step, Task
 from engine.output.events import (
     COUNTERS,
     Event,
@@ -40,6 +38,8 @@ from engine.output.events import (
     TaskFinished,
     TaskStarted,
 )
+from engine.playbook import Block, Inventory, Play, Playbook, Step, Task
+from engine.runlock.hostlocks import HostLocks
 from engine.yamlload import load_file
 
 
@@ -212,7 +212,7 @@ class Runner:
             name=name,
             inventory_vars={**host.vars, **magic, **play_vars},
             conn=self.connection(name),
-            data={"facts": {"gpus": [], "gpu_count": 0, "gpu_backend": "none"}},
+            data={"facts": facts_mod.defaults()},
         )
 
     def _batch(self, play: Play, hosts: list[HostRun]) -> bool:

@@ -16,7 +16,7 @@ from jinja2 import meta, nodes
 
 from engine import registry, templating
 from engine.errors import ValidationError
-from engine.model import Block, Inventory, Play, Playbook, Step, Task
+from engine.playbook import Block, Inventory, Play, Playbook, Step, Task
 from engine.yamlload import load_file
 
 MAGIC = frozenset(

@@ -18,10 +18,9 @@ import pytest
 
 from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
-from engine.models import compat
 from engine.module_api import Result, TaskContext, TaskFailed
-from modules import check_serving_compat as mod
-from modules import patch_quant_config
+from modules.checkpoints import check_serving_compat as mod
+from modules.checkpoints import compat, patch_quant_config
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "kimi-k2.5-nvfp4"
@@ -175,7 +174,7 @@ def test_missing_model_fails_clearly(tmp_path: Path) -> None:
 def test_probe_reads_a_pre_34597_triton_mla_source_as_no_fp8() -> None:
     """The probe's source reader on text shaped like the two generations of the file."""
     namespace: dict[str, Any] = {"call": None}
-    exec((ROOT / "engine" / "probes" / "model_vllm_info.py").read_text(), namespace)
+    exec((ROOT / "modules" / "checkpoints" / "probes" / "model_vllm_info.py").read_text(), namespace)
     reader = namespace["triton_mla_fp8"]
     old = ('class TritonMLAImpl:\n    def __init__(self):\n        if is_quantized_kv_cache('
            'self.kv_cache_dtype):\n            raise NotImplementedError(\n'

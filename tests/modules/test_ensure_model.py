@@ -20,9 +20,9 @@ import pytest
 
 from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
-from engine.models.manifest import HubFile, Listing, Manifest, human_bytes, is_commit
 from engine.module_api import TaskContext, TaskFailed
-from modules import ensure_model as mod
+from modules.checkpoints import ensure_model as mod
+from modules.checkpoints.manifest import HubFile, Listing, Manifest, human_bytes, is_commit
 
 COMMIT = "2c06be8556499af9ac04bf57a2f9e9bbd5519f7d"
 

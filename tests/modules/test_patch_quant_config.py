@@ -19,7 +19,7 @@ from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
 from engine.errors import WriteRefused
 from engine.module_api import Change, TaskContext, TaskFailed, Unchanged
-from modules import patch_quant_config as mod
+from modules.checkpoints import patch_quant_config as mod
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "kimi-k2.5-nvfp4"
 DEFAULTS = {"kv_cache_dtype": None, "set": {}, "remove": {}, "state": "patched",

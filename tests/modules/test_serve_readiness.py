@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from engine.serving.readiness import LogFollower, fatal_line, last_error_line, phase_of
-from engine.serving.waiting import WaitTarget, wait_ready
+from modules.serving.readiness import LogFollower, fatal_line, last_error_line, phase_of
+from modules.serving.waiting import WaitTarget, wait_ready
 
 LOGS = Path(__file__).parent / "vllm_logs"
 CPU_LOG = (LOGS / "cpu_startup_0.32.0.log").read_text().splitlines()

@@ -23,7 +23,7 @@ from olah_mirror import REPO_ID, OlahMirror, repo_files
 from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
 from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
-from modules import ensure_model as mod
+from modules.checkpoints import ensure_model as mod
 
 pytestmark = pytest.mark.slow
 SHARD = "model-00001-of-00002.safetensors"

@@ -25,9 +25,9 @@ ROOT = Path(__file__).resolve().parents[3]
 import sshlab
 
 from engine.connection.base import ScopedConnection, TaskScope
-from engine.connection.ssh import SSHConnection
+from engine.connection.ssh.connection import SSHConnection
 from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
-from modules import check_serving_compat, ensure_model, patch_quant_config
+from modules.checkpoints import check_serving_compat, ensure_model, patch_quant_config
 
 pytestmark = pytest.mark.slow
 FIXTURE = ROOT / "tests" / "fixtures" / "kimi-k2.5-nvfp4"
