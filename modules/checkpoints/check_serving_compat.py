@@ -22,7 +22,6 @@ from typing import Any
 
 from engine.module_api import Change, Result, TaskContext, TaskFailed
 from modules.checkpoints import compat, modelinfo
-from modules.checkpoints.hostpython import HostPythonError, run_probe_with
 
 CHECK_MODE = "run"  # changes nothing; the engine runs apply() in check mode too
 
@@ -95,8 +94,8 @@ def _read_json(ctx: TaskContext, path: str, required: bool) -> Any:
 
 def _vllm_probe(ctx: TaskContext, python: str) -> dict[str, Any]:
     try:
-        return run_probe_with(ctx, python, "model_vllm_info", {}, read_only=True)
-    except HostPythonError as exc:
+        return ctx.conn.run_probe_under(python, "model_vllm_info")
+    except ProbeError as exc:
         return {"installed": False, "python": python, "error": str(exc)}
 
 

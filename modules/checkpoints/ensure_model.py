@@ -28,7 +28,6 @@ from typing import Any
 
 from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
 from engine.probes import ProbeError
-from modules.checkpoints.hostpython import HostPythonError, run_probe_with
 from modules.checkpoints.manifest import (
     MANIFEST_NAME,
     Listing,
@@ -148,9 +147,7 @@ def hub_listing(ctx: TaskContext, args: Mapping[str, Any]) -> Listing:
         "allow_patterns": args.get("allow_patterns"),
         "ignore_patterns": args.get("ignore_patterns"),
     }
-    answer = run_probe_with(
-        ctx, args["python"], "model_hub_list", probe_args, read_only=True, timeout_s=ctx.timeout_s or 300
-    )
+    answer = ctx.conn.run_probe_under(args["python"], "model_hub_list", probe_args, timeout_s=ctx.timeout_s or 300)
     return Listing.from_probe(answer)
 
 
@@ -160,7 +157,7 @@ def expected_files(ctx: TaskContext, args: Mapping[str, Any], manifest: Manifest
         return Expected(usable.listing, "manifest")
     try:
         return Expected(hub_listing(ctx, args), "hub")
-    except HostPythonError as exc:
+    except ProbeError as exc:
         reason = redact(str(exc)) + _install_hint(str(exc), args)
         if usable is None:
             raise TaskFailed(f"cannot list {args['repo_id']}@{args['revision']}: {reason}") from exc
@@ -309,10 +306,8 @@ def download(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> list[
     )
     reporter.start()
     try:
-        answer = run_probe_with(
-            ctx, args["python"], "model_hub_download", probe_args, read_only=False, timeout_s=ctx.timeout_s
-        )
-    except HostPythonError as exc:
+        answer = ctx.conn.run_probe_under(args["python"], "model_hub_download", probe_args, timeout_s=ctx.timeout_s)
+    except ProbeError as exc:
         raise TaskFailed(f"download of {args['repo_id']} failed: {redact(str(exc))}") from exc
     finally:
         finished.set()
