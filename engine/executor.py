@@ -15,6 +15,7 @@ from engine.filters import to_bool
 from engine.module_api import Change, Result, TaskContext, Unchanged
 from engine.output.events import HostResult
 from engine.playbook import Task
+from engine.probes import ProbeError
 
 
 @dataclass(frozen=True)
@@ -241,6 +242,8 @@ class TaskRunner:
             return _Attempt(status="unreachable", changed=False, msg=str(exc))
         except TaskFailed as exc:
             return _failed(exc.msg, exc.data)
+        except (ProbeError, OSError) as exc:  # failed on the host (permission, missing tool): not a bug
+            return _failed(f"{task.module} on {self.host}: {exc}")
         except Exception as exc:  # a bug in a module: one line, traceback with -v
             detail = traceback.format_exc() if self.options.verbosity else ""
             return _failed(
