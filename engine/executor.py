@@ -254,23 +254,27 @@ class TaskRunner:
         self, spec: registry.ModuleSpec, ctx: TaskContext, conn: ScopedConnection, args: dict[str, Any]
     ) -> _Attempt:
         change = spec.plan(ctx, args)
-        if change is None or isinstance(change, Unchanged):
-            if change is None:
-                return _Attempt(status="ok", changed=False)
-            return _Attempt(status="ok", changed=False, msg=change.msg, data=dict(change.data),
-                            warnings=tuple(change.warnings))
+        if change is None:
+            return _Attempt(status="ok", changed=False)
+        if isinstance(change, Unchanged):
+            return _Attempt(
+                status="ok",
+                changed=False,
+                msg=change.msg,
+                data=dict(change.data),
+                warnings=tuple(change.warnings),
+                set_vars=dict(change.set_vars),
+            )
         assert isinstance(change, Change), f"plan() of {spec.name} returned {type(change).__name__}"
+        assert spec.apply is not None, f"plan() of the read-only module {spec.name} returned a Change"
         if self.options.check_mode:
             if spec.check_mode == "skip":
                 return _Attempt(
                     status="skipped", changed=False, msg=f"check mode: would {change.summary}", diffs=change.diffs
                 )
-            if spec.check_mode == "plan":
-                return _Attempt(status="changed", changed=True, msg=f"would {change.summary}", diffs=change.diffs)
-            result = spec.apply(ctx, args, change)
-        else:
-            run_ctx = TaskContext(**{**ctx.__dict__, "conn": conn})
-            result = spec.apply(run_ctx, args, change)
+            return _Attempt(status="changed", changed=True, msg=f"would {change.summary}", diffs=change.diffs)
+        run_ctx = TaskContext(**{**ctx.__dict__, "conn": conn})
+        result = spec.apply(run_ctx, args, change)
         return _from_result(result)
 
 

@@ -31,9 +31,7 @@ from typing import Any
 from engine.connection.base import CommandResult, ScopedConnection
 from engine.errors import CommandFailed, TaskFailed, TemplateError, WriteRefused
 from engine.facts import FactSource
-from engine.filters import to_bool
 from engine.probes import ProbeError
-from engine.templating import evaluate, render
 
 __all__ = [
     "Change",
@@ -126,3 +124,28 @@ class TaskContext:
     task_name: str = ""
     timeout_s: float | None = None
     progress: ProgressFn = _no_progress
+
+
+# Templating helpers, imported on use: a module's own code must load without jinja2 (the
+# GPU room's tests run it under a bare system python as another user).
+
+
+def render(value: Any, variables: Mapping[str, Any]) -> Any:
+    """Render templates in ``value`` (strings, lists, mappings) with these variables."""
+    from engine import templating
+
+    return templating.render(value, variables)
+
+
+def evaluate(expression: Any, variables: Mapping[str, Any]) -> Any:
+    """The value of a Jinja expression without braces (``when:``-style)."""
+    from engine import templating
+
+    return templating.evaluate(expression, variables)
+
+
+def to_bool(value: Any) -> bool:
+    """Ansible's truthiness of a value ("yes", "on", 1, ...)."""
+    from engine.filters import to_bool as convert
+
+    return convert(value)

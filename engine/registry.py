@@ -22,7 +22,7 @@ import jsonschema
 from engine.errors import RiggerError
 
 ROOMS_DIR = Path(__file__).resolve().parent.parent / "modules"
-CHECK_MODES = ("plan", "skip", "run")
+CHECK_MODES = ("plan", "skip")  # a read-only module (no apply) runs the same in check mode
 
 
 class ModuleDefinitionError(RiggerError):
@@ -37,8 +37,8 @@ class ModuleSpec:
     schema: Mapping[str, Any]
     validator: Any
     plan: Callable[..., Any]
-    apply: Callable[..., Any]
-    check_mode: str
+    apply: Callable[..., Any] | None  # None: read-only, plan() does the whole job
+    check_mode: str  # plan | skip | read-only
     free_form: str | None
 
     def coerced(self, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -114,7 +114,7 @@ def get(name: str) -> ModuleSpec:
 
 
 def _spec_of(name: str, module: Any) -> ModuleSpec:
-    missing = [attr for attr in ("SCHEMA", "plan", "apply") if not hasattr(module, attr)]
+    missing = [attr for attr in ("SCHEMA", "plan") if not hasattr(module, attr)]
     if missing or not module.__doc__:
         raise ModuleDefinitionError(f"module {name} lacks {', '.join(missing) or 'a docstring'}")
     schema = module.SCHEMA
@@ -125,6 +125,9 @@ def _spec_of(name: str, module: Any) -> ModuleSpec:
     check_mode = getattr(module, "CHECK_MODE", "plan")
     if check_mode not in CHECK_MODES:
         raise ModuleDefinitionError(f"module {name}: CHECK_MODE must be one of {CHECK_MODES}")
+    apply = getattr(module, "apply", None)
+    if apply is None:
+        check_mode = "read-only"
     doc = module.__doc__.strip()
     return ModuleSpec(
         name=name,
@@ -133,7 +136,7 @@ def _spec_of(name: str, module: Any) -> ModuleSpec:
         schema=schema,
         validator=jsonschema.Draft202012Validator(schema),
         plan=module.plan,
-        apply=module.apply,
+        apply=apply,
         check_mode=check_mode,
         free_form=getattr(module, "FREE_FORM", None),
     )

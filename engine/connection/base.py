@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from engine.errors import CommandFailed, WriteRefused
 from engine import probes
+from engine.errors import CommandFailed, WriteRefused
 
 if TYPE_CHECKING:
     from engine.runlock import LockHolder

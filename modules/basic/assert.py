@@ -5,12 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine import templating
-from engine.errors import TemplateError
-from engine.filters import to_bool
-from engine.module_api import Change, Result, TaskContext, TaskFailed
-
-CHECK_MODE = "run"
+from engine.module_api import TaskContext, TaskFailed, TemplateError, Unchanged, evaluate, to_bool
 
 SCHEMA = {
     "type": "object",
@@ -32,18 +27,14 @@ SCHEMA = {
 }
 
 
-def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change:
-    return Change(summary="evaluate assertions")
-
-
-def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
+def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Unchanged:
     conditions = args["that"] if isinstance(args["that"], list) else [args["that"]]
     for condition in conditions:
         try:
-            holds = to_bool(templating.evaluate(condition, ctx.vars))
+            holds = to_bool(evaluate(condition, ctx.vars))
         except TemplateError as exc:
             raise TaskFailed(f"cannot evaluate {condition!r}: {exc}") from None
         if not holds:
             message = args.get("msg") or args.get("fail_msg") or f"Assertion failed: {condition}"
             raise TaskFailed(message, {"assertion": condition, "evaluated_to": False})
-    return Result(changed=False, msg=args.get("success_msg", "All assertions passed"))
+    return Unchanged(msg=args["success_msg"])

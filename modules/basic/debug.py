@@ -6,11 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from engine import templating
-from engine.errors import TemplateError
-from engine.module_api import Change, Result, TaskContext, TaskFailed
-
-CHECK_MODE = "run"
+from engine.module_api import TaskContext, TaskFailed, TemplateError, Unchanged, evaluate
 
 SCHEMA = {
     "type": "object",
@@ -23,18 +19,14 @@ SCHEMA = {
 }
 
 
-def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change:
-    return Change(summary="show a message")
-
-
-def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
+def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Unchanged:
     if "var" in args:
         try:
-            value = templating.evaluate(args["var"], ctx.vars)
+            value = evaluate(args["var"], ctx.vars)
         except TemplateError as exc:
             raise TaskFailed(str(exc)) from None
         text = value if isinstance(value, str) else json.dumps(value, indent=2, default=str)
-        return Result(changed=False, msg=f"{args['var']} = {text}", data={args["var"]: value})
+        return Unchanged(msg=f"{args['var']} = {text}", data={args["var"]: value})
     message = args.get("msg", "Hello world!")
     text = message if isinstance(message, str) else json.dumps(message, indent=2, default=str)
-    return Result(changed=False, msg=text, data={"msg": message})
+    return Unchanged(msg=text, data={"msg": message})

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.module_api import Change, Result, TaskContext
-
-CHECK_MODE = "run"
+from engine.module_api import TaskContext, Unchanged
 
 SCHEMA = {
     "type": "object",
@@ -17,9 +15,5 @@ SCHEMA = {
 }
 
 
-def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change:
-    return Change(summary=f"set {', '.join(sorted(args))}")
-
-
-def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
-    return Result(changed=False, data={"facts": dict(args)}, set_vars=dict(args))
+def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Unchanged:
+    return Unchanged(data={"facts": dict(args)}, set_vars=dict(args))

@@ -11,9 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from engine import templating
-from engine.errors import TemplateError
-from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
+from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, TemplateError, Unchanged, render
 
 SCHEMA = {
     "type": "object",
@@ -60,7 +58,7 @@ def _wanted(ctx: TaskContext, args: Mapping[str, Any]) -> str:
     except OSError as exc:
         raise TaskFailed(f"cannot read template {source}: {exc.strerror}") from None
     try:
-        return str(templating.render(text, ctx.vars))
+        return str(render(text, ctx.vars))
     except TemplateError as exc:
         raise TaskFailed(f"template {source}: {exc}") from None
 

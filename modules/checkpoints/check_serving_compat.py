@@ -20,10 +20,8 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from engine.module_api import Change, Result, TaskContext, TaskFailed
+from engine.module_api import ProbeError, TaskContext, TaskFailed, Unchanged
 from modules.checkpoints import compat, modelinfo
-
-CHECK_MODE = "run"  # changes nothing; the engine runs apply() in check mode too
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -130,16 +128,12 @@ def gather_facts(ctx: TaskContext, args: Mapping[str, Any]) -> dict[str, Any]:
     return {**model, **gpu, **serve, **vllm_facts(ctx, args)}
 
 
-def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change:
-    return Change(summary=f"check that vLLM can serve {args['model']} here (read-only)")
-
-
 def _fails(fail_on: str, found: list[compat.Finding]) -> list[compat.Finding]:
     severities = {"incompatible": ("incompatible",), "warning": compat.SEVERITIES, "never": ()}[fail_on]
     return [f for f in found if f.severity in severities]
 
 
-def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
+def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Unchanged:
     try:
         rules = compat.load_rules()
     except (OSError, compat.RuleError) as exc:
@@ -157,8 +151,7 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
         f"{facts['vllm.version'] or 'not found'}"
     )
     verdict = "compatible" if compatible else "INCOMPATIBLE"
-    return Result(
-        changed=False,
+    return Unchanged(
         msg=f"{verdict}: {summary}; {len(found)} finding(s)",
         data=data,
         warnings=tuple(f"[{f.id}] {f.message}" for f in found),

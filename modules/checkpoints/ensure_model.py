@@ -26,8 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
-from engine.probes import ProbeError
+from engine.module_api import Change, Diff, ProbeError, Result, TaskContext, TaskFailed, Unchanged
 from modules.checkpoints.manifest import (
     MANIFEST_NAME,
     Listing,

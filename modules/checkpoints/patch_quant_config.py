@@ -22,8 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
-from engine.probes import ProbeError
+from engine.module_api import Change, Diff, ProbeError, Result, TaskContext, TaskFailed, Unchanged
 from modules.checkpoints import jsonpatch
 
 KV_CACHE_AUTO_EDITS: dict[str, tuple[str, ...]] = {

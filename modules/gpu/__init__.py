@@ -1,6 +1,6 @@
 """GPU room: GPUs and /dev/shm on the host (idle GPUs, clean shared memory, GPU facts)."""
 
-from engine.facts import FactSource
+from engine.module_api import FactSource
 
 MODULES = ("ensure_gpus_idle", "ensure_shm_clean")
 

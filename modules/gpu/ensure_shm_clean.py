@@ -16,8 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
-from engine.probes import ProbeError
+from engine.module_api import Change, Diff, ProbeError, Result, TaskContext, TaskFailed, Unchanged
 
 DEFAULT_PATTERNS = [
     "psm_" + "[0-9a-f]" * 8,

@@ -29,8 +29,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from engine.connection.base import Connection
-from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
+from engine.module_api import Change, Diff, Result, ScopedConnection, TaskContext, TaskFailed, Unchanged
 from modules.serving import session as sessions
 from modules.serving.spec import LaunchSpec, build_spec, config_paths, served_name
 from modules.serving.waiting import WaitTarget, wait_ready
@@ -195,7 +194,7 @@ def _base_url(args: Mapping[str, Any]) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{args['port']}"
 
 
-def _read_spec(conn: Connection, args: Mapping[str, Any]) -> LaunchSpec:
+def _read_spec(conn: ScopedConnection, args: Mapping[str, Any]) -> LaunchSpec:
     files = {name: conn.read_file(path) for name, path in config_paths(args["model"]).items()}
     return build_spec(args, files, os.environ)
 
@@ -240,7 +239,7 @@ def _spec_diffs(record: Mapping[str, Any] | None, spec: LaunchSpec) -> tuple[Dif
     return tuple(d for d in diffs if d.before != d.after)
 
 
-def _check_port(conn: Connection, args: Mapping[str, Any], status: sessions.ServerStatus) -> None:
+def _check_port(conn: ScopedConnection, args: Mapping[str, Any], status: sessions.ServerStatus) -> None:
     strict = status.record is None  # no server of ours could be the invisible holder
     taken = sessions.foreign_listener(conn, int(args["port"]), status.session_pids, strict)
     if taken is not None:

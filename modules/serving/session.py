@@ -13,8 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.connection.base import Connection
-from engine.errors import TaskFailed
+from engine.module_api import ScopedConnection, TaskFailed
 
 PORT_POLL_S = 0.5
 
@@ -51,7 +50,7 @@ class ServerStatus:
         return f"pid {pid} is not running"
 
 
-def read_status(conn: Connection, state_path: str, health_url: str) -> ServerStatus:
+def read_status(conn: ScopedConnection, state_path: str, health_url: str) -> ServerStatus:
     answer = conn.run_probe("vllm_state", {"state_path": state_path, "health_url": health_url})
     if answer.get("state_error"):
         raise TaskFailed(
@@ -74,7 +73,7 @@ def describe_process(proc: Mapping[str, Any]) -> str:
     return f"pid {proc.get('pid')} ({proc.get('user') or proc.get('uid')}): {cmdline}"
 
 
-def foreign_listener(conn: Connection, port: int, ours: Sequence[int], strict: bool) -> Mapping[str, Any] | None:
+def foreign_listener(conn: ScopedConnection, port: int, ours: Sequence[int], strict: bool) -> Mapping[str, Any] | None:
     """The port's listener when it is not one of our session's processes, else None.
 
     A listener rigger cannot see (no process found holding the socket) counts as foreign
@@ -109,7 +108,7 @@ def port_taken_message(port: int, answer: Mapping[str, Any]) -> str:
     )
 
 
-def stop_session(conn: Connection, session: Sequence[Mapping[str, Any]], term_s: float) -> dict[str, Any]:
+def stop_session(conn: ScopedConnection, session: Sequence[Mapping[str, Any]], term_s: float) -> dict[str, Any]:
     """SIGTERM every process of the session, SIGKILL what is left after ``term_s``."""
     if not session:
         return {"terminated": [], "killed": [], "gone": [], "skipped": [], "alive": []}
@@ -125,7 +124,7 @@ def stop_session(conn: Connection, session: Sequence[Mapping[str, Any]], term_s:
     return answer
 
 
-def ensure_port_free(conn: Connection, port: int, timeout_s: float) -> None:
+def ensure_port_free(conn: ScopedConnection, port: int, timeout_s: float) -> None:
     """Wait until nothing listens on the port; fail at once when a process we can see
     holds it (everything of ours was stopped before this is called), or at the timeout
     when the holder is invisible or still dying (a SIGKILLed server's threads)."""
@@ -141,7 +140,7 @@ def ensure_port_free(conn: Connection, port: int, timeout_s: float) -> None:
 
 
 def launch(
-    conn: Connection,
+    conn: ScopedConnection,
     *,
     argv: Sequence[str],
     env: Mapping[str, str],

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.errors import TaskFailed
+from engine.module_api import TaskFailed
 
 API_KEY_VAR = "VLLM_API_KEY"
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.connection.base import Connection
+from engine.module_api import ScopedConnection
 from modules.serving.readiness import LogFollower, fatal_line, last_error_line, phase_of, tail
 
 POLL_S = 1.0
@@ -108,7 +108,7 @@ def _verdict(answer: Mapping[str, Any], seen: _Seen, new_lines: list[str], elaps
 
 
 def wait_ready(
-    conn: Connection,
+    conn: ScopedConnection,
     target: WaitTarget,
     progress: Callable[[str], None],
     clock: Callable[[], float] = time.monotonic,

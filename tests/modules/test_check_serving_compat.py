@@ -18,7 +18,7 @@ import pytest
 
 from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
-from engine.module_api import Result, TaskContext, TaskFailed
+from engine.module_api import TaskContext, TaskFailed, Unchanged
 from modules.checkpoints import check_serving_compat as mod
 from modules.checkpoints import compat, patch_quant_config
 
@@ -39,19 +39,18 @@ H200 = gpus(8, "NVIDIA H200", 143771, "9.0")
 
 
 def run_check(model: Path, gpu_list: list[dict[str, Any]], *, planning: bool = True,
-              **extra: Any) -> Result:
+              **extra: Any) -> Unchanged:
     conn = ScopedConnection(LocalConnection())
     ctx = TaskContext(host_name="localhost", conn=conn.planning() if planning else conn,
                       facts={"gpus": gpu_list, "gpu_count": len(gpu_list)}, vars={})
     args = {"model": str(model), "tensor_parallel_size": 8, "gpu_memory_utilization": 0.9,
             "kv_cache_dtype": "auto", "fail_on": "incompatible", "vllm_python": "python3",
             "vllm_version": None, "triton_mla_fp8": None, **extra}
-    change = mod.plan(ctx, args)
-    # CHECK_MODE "run": apply runs on the planning (write-refusing) connection in check mode.
-    return mod.apply(ctx, args, change)
+    # read-only: plan() does the whole check on the planning (write-refusing) connection
+    return mod.plan(ctx, args)
 
 
-def ids(result: Result) -> list[str]:
+def ids(result: Unchanged) -> list[str]:
     return [f["id"] for f in result.data["findings"]]
 
 
@@ -68,7 +67,7 @@ def test_kimi_on_sm120_with_old_vllm_is_incompatible_with_the_fix() -> None:
 
 def test_fail_on_never_reports_findings_as_data() -> None:
     result = run_check(FIXTURE, RTX_PRO_6000, triton_mla_fp8=False, fail_on="never")
-    assert result.changed is False
+    assert isinstance(result, Unchanged)  # read-only: never a change
     assert result.data["compatible"] is False
     assert ids(result) == ["mla-fp8-kv-sm12x"]
     assert result.data["facts"]["model.is_mla"] is True

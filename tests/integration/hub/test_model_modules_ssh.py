@@ -117,7 +117,7 @@ def test_compat_over_ssh_reads_the_hosts_vllm(ssh: SSHConnection) -> None:
             "kv_cache_dtype": "auto", "fail_on": "incompatible", "vllm_python": VLLM_PYTHON,
             "vllm_version": None, "triton_mla_fp8": None}
     plan_ctx, _ = contexts(ssh, become=True, facts=facts)
-    result = check_serving_compat.apply(plan_ctx, args, check_serving_compat.plan(plan_ctx, args))
+    result = check_serving_compat.plan(plan_ctx, args)
     assert result.data["facts"]["vllm.installed"] is True
     assert result.data["facts"]["vllm.triton_mla_fp8"] is True
     assert result.data["compatible"] is True
