@@ -48,7 +48,7 @@ SCHEMA = {
 def _argv(args: Mapping[str, Any]) -> list[str]:
     if "argv" in args:
         return [str(a) for a in args["argv"]]
-    if args.get("shell"):
+    if args["shell"]:
         return ["/bin/sh", "-c", args["cmd"]]
     try:
         return shlex.split(args["cmd"])

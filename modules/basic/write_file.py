@@ -92,7 +92,7 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     path = args["path"]
     previous = change.payload["previous"]
     backup = None
-    if previous is not None and args.get("backup", True):
+    if previous is not None and args["backup"]:
         backup = f"{path}.{time.strftime('%Y%m%dT%H%M%S')}.bak"
         ctx.conn.write_file(backup, previous)
     ctx.conn.write_file(path, change.payload["data"], mode=change.payload["mode"])

@@ -98,7 +98,7 @@ def _vllm_probe(ctx: TaskContext, python: str) -> dict[str, Any]:
 
 
 def vllm_facts(ctx: TaskContext, args: Mapping[str, Any]) -> dict[str, Any]:
-    if args.get("vllm_version"):
+    if args["vllm_version"]:
         info: dict[str, Any] = {
             "installed": True,
             "version": args["vllm_version"],
@@ -107,7 +107,7 @@ def vllm_facts(ctx: TaskContext, args: Mapping[str, Any]) -> dict[str, Any]:
         }
     else:
         info = _vllm_probe(ctx, args["vllm_python"])
-    if args.get("triton_mla_fp8") is not None:
+    if args["triton_mla_fp8"] is not None:
         info["triton_mla_fp8"] = args["triton_mla_fp8"]
     return {
         f"vllm.{key}": info.get(key)

@@ -116,7 +116,7 @@ def _hub_args(args: Mapping[str, Any]) -> dict[str, Any]:
     """Controller-side HF settings for the host program; the token goes on stdin."""
     return {
         "repo_id": args["repo_id"],
-        "endpoint": args.get("endpoint") or os.environ.get("HF_ENDPOINT"),
+        "endpoint": args["endpoint"] or os.environ.get("HF_ENDPOINT"),
         "env": {k: os.environ[k] for k in PASS_THROUGH_ENV if k in os.environ},
         "token": os.environ.get("HF_TOKEN"),
     }
@@ -143,8 +143,8 @@ def hub_listing(ctx: TaskContext, args: Mapping[str, Any]) -> Listing:
     probe_args = {
         **_hub_args(args),
         "revision": args["revision"],
-        "allow_patterns": args.get("allow_patterns"),
-        "ignore_patterns": args.get("ignore_patterns"),
+        "allow_patterns": args["allow_patterns"],
+        "ignore_patterns": args["ignore_patterns"],
     }
     answer = ctx.conn.run_probe_under(args["python"], "model_hub_list", probe_args, timeout_s=ctx.timeout_s or 300)
     return Listing.from_probe(answer)

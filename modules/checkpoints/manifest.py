@@ -82,8 +82,8 @@ class Manifest:
         """Same repository, file patterns and revision (by name or by commit)."""
         return (
             self.repo_id == args["repo_id"]
-            and list(self.allow_patterns) == _patterns(args.get("allow_patterns"))
-            and list(self.ignore_patterns) == _patterns(args.get("ignore_patterns"))
+            and list(self.allow_patterns) == _patterns(args["allow_patterns"])
+            and list(self.ignore_patterns) == _patterns(args["ignore_patterns"])
             and args["revision"] in (self.revision, self.commit)
         )
 
@@ -106,8 +106,8 @@ class Manifest:
             repo_id=args["repo_id"],
             revision=args["revision"],
             commit=listing.commit,
-            allow_patterns=tuple(_patterns(args.get("allow_patterns"))),
-            ignore_patterns=tuple(_patterns(args.get("ignore_patterns"))),
+            allow_patterns=tuple(_patterns(args["allow_patterns"])),
+            ignore_patterns=tuple(_patterns(args["ignore_patterns"])),
             files=listing.files,
             verified=verified,
         )

@@ -105,14 +105,14 @@ def _check_name(name: str) -> str:
 
 def requested_edits(args: Mapping[str, Any]) -> list[FileEdits]:
     removes: dict[str, list[str]] = {}
-    if args.get("kv_cache_dtype") == "auto":
+    if args["kv_cache_dtype"] == "auto":
         for name, paths in KV_CACHE_AUTO_EDITS.items():
             removes.setdefault(name, []).extend(paths)
-    for name, paths in (args.get("remove") or {}).items():
+    for name, paths in (args["remove"] or {}).items():
         removes.setdefault(_check_name(name), []).extend(paths)
-    sets: Mapping[str, Mapping[str, Any]] = args.get("set") or {}
+    sets: Mapping[str, Mapping[str, Any]] = args["set"] or {}
     names = list(dict.fromkeys([*removes, *(_check_name(n) for n in sets)]))
-    explicit = set(args.get("remove") or {}) | set(sets)
+    explicit = set(args["remove"] or {}) | set(sets)
     return [
         FileEdits(
             name=name,
@@ -215,7 +215,7 @@ def _plan_restored(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchan
 
 
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
-    if args.get("state", "patched") == "restored":
+    if args["state"] == "restored":
         return _plan_restored(ctx, args)
     return _plan_patched(ctx, args)
 

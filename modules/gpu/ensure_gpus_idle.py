@@ -288,9 +288,9 @@ def _targets(
 
 def _rules(args: Mapping[str, Any]) -> Rules:
     return Rules(
-        kill=_compile(args.get("kill_patterns", []), "kill_patterns"),
-        protect=_compile(args.get("protect_patterns", []), "protect_patterns"),
-        only=_compile(args.get("only_patterns", []), "only_patterns"),
+        kill=_compile(args["kill_patterns"], "kill_patterns"),
+        protect=_compile(args["protect_patterns"], "protect_patterns"),
+        only=_compile(args["only_patterns"], "only_patterns"),
     )
 
 
@@ -326,15 +326,15 @@ def _gpu_data(gpus: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     rules = _rules(args)
-    answer, gpus = _read_gpus(ctx, args.get("gpus", "all"))
+    answer, gpus = _read_gpus(ctx, args["gpus"])
     table = ctx.conn.run_probe("procs", {})
     procs = table["processes"]
     holders = _holders(gpus, {p["pid"]: p for p in procs})
     problems = _holder_problems(holders, table, rules)
     if problems:
         raise TaskFailed("GPUs cannot be made idle:\n" + "\n".join(problems), {"problems": problems})
-    max_used = int(args.get("max_used_mib", 512))
-    targets, spared = _targets(holders, procs, table, rules, bool(args.get("vllm_tree", True)))
+    max_used = int(args["max_used_mib"])
+    targets, spared = _targets(holders, procs, table, rules, bool(args["vllm_tree"]))
     if not targets:
         invisible = _invisible_memory(gpus, max_used)
         if invisible:
@@ -364,10 +364,10 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
 
 def _wait_idle(ctx: TaskContext, args: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], float, bool]:
     started = time.monotonic()
-    deadline = started + float(args.get("timeout_s", 60))
-    max_used = int(args.get("max_used_mib", 512))
+    deadline = started + float(args["timeout_s"])
+    max_used = int(args["max_used_mib"])
     while True:
-        _, gpus = _read_gpus(ctx, args.get("gpus", "all"))
+        _, gpus = _read_gpus(ctx, args["gpus"])
         idle = _is_idle(gpus, max_used)
         if idle or time.monotonic() >= deadline:
             return gpus, time.monotonic() - started, idle
@@ -409,7 +409,7 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
         "signal_procs",
         {
             "targets": payload["targets"],
-            "term_timeout_s": float(args.get("term_timeout_s", 15)),
+            "term_timeout_s": float(args["term_timeout_s"]),
             "kill_after_term": True,
         },
     )
@@ -426,7 +426,7 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
         "gpus": _gpu_data(gpus),
     }
     if not idle:
-        lines = _still_busy(ctx, gpus, signalled, int(args.get("max_used_mib", 512)))
+        lines = _still_busy(ctx, gpus, signalled, int(args["max_used_mib"]))
         lines += [f"pid {s['pid']} not signalled: {s['reason']}" for s in signalled["skipped"]]
         raise TaskFailed(f"GPUs not idle after {waited_s:.1f}s:\n" + "\n".join(dict.fromkeys(lines)), data)
     return Result(

@@ -69,15 +69,15 @@ SCHEMA: dict[str, Any] = {
 
 def _probe_args(args: Mapping[str, Any]) -> dict[str, Any]:
     return {
-        "path": args.get("path", "/dev/shm"),
-        "patterns": list(args.get("patterns", DEFAULT_PATTERNS)),
-        "min_age_s": float(args.get("min_age_s", 60)),
-        "owners": [str(o) for o in args.get("owners", [])],
+        "path": args["path"],
+        "patterns": list(args["patterns"]),
+        "min_age_s": float(args["min_age_s"]),
+        "owners": [str(o) for o in args["owners"]],
     }
 
 
 def _inspect(ctx: TaskContext, args: Mapping[str, Any]) -> Mapping[str, Any]:
-    path = args.get("path", "/dev/shm")
+    path = args["path"]
     if not path.startswith("/"):
         raise TaskFailed(f"path must be absolute: {path!r}")
     try:
@@ -91,7 +91,7 @@ def _kept(entries: list[Mapping[str, Any]]) -> list[str]:
 
 
 def _check_free(path: str, free_mib: int, args: Mapping[str, Any], kept: list[str]) -> None:
-    need = int(args.get("min_free_mib", 0))
+    need = int(args["min_free_mib"])
     if need and free_mib < need:
         detail = ("\nleft in place: " + "; ".join(kept)) if kept else ""
         raise TaskFailed(
@@ -132,7 +132,7 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
 
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     done = ctx.conn.run_probe("shm_clean", {**_probe_args(args), "names": list(change.payload["names"])})
-    path = args.get("path", "/dev/shm")
+    path = args["path"]
     removed = [r["name"] for r in done["removed"]]
     freed = sum(int(r["bytes"]) for r in done["removed"])
     kept = list(change.payload["kept"]) + [f"{s['name']}: {s['reason']}" for s in done["skipped"]]

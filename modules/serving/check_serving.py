@@ -102,14 +102,14 @@ SCHEMA: dict[str, Any] = {
 
 
 def _base_url(args: Mapping[str, Any]) -> str:
-    if args.get("url"):
+    if args["url"]:
         return str(args["url"]).rstrip("/")
     host = str(args["host"])
     return f"http://{f'[{host}]' if ':' in host else host}:{args['port']}"
 
 
 def _api_key(args: Mapping[str, Any]) -> str | None:
-    name = args.get("api_key_env")
+    name = args["api_key_env"]
     if not name:
         return None
     value = os.environ.get(name)

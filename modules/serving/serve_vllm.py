@@ -181,7 +181,7 @@ def _state_path(args: Mapping[str, Any]) -> str:
 
 
 def _log_path(args: Mapping[str, Any]) -> str:
-    return args.get("log_path") or posixpath.join(args["state_dir"], f"{args['name']}.log")
+    return args["log_path"] or posixpath.join(args["state_dir"], f"{args['name']}.log")
 
 
 def _probe_host(args: Mapping[str, Any]) -> str:

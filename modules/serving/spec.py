@@ -81,9 +81,9 @@ def build_argv(args: Mapping[str, Any]) -> tuple[str, ...]:
         value = args.get(key)
         if value is not None and value != "":
             argv += [flag, _flag_value(value)]
-    if args.get("trust_remote_code"):
+    if args["trust_remote_code"]:
         argv.append("--trust-remote-code")
-    argv += [str(item) for item in args.get("extra_args") or ()]
+    argv += [str(item) for item in args["extra_args"] or ()]
     _refuse_secret_flags(argv)
     return tuple(argv)
 
@@ -141,12 +141,12 @@ def build_spec(
 ) -> LaunchSpec:
     return LaunchSpec(
         argv=build_argv(args),
-        env=public_env(args.get("env")),
-        secret_env=secret_env(args.get("api_key_env"), controller_env or os.environ),
+        env=public_env(args["env"]),
+        secret_env=secret_env(args["api_key_env"], controller_env or os.environ),
         config_digests=config_digests(files),
     )
 
 
 def served_name(args: Mapping[str, Any]) -> str:
     """The id /v1/models lists: the served name, else the model argument."""
-    return str(args.get("served_model_name") or args["model"])
+    return str(args["served_model_name"] or args["model"])
