@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,3 +99,38 @@ class Inventory:
     hosts: Mapping[str, Host]
     groups: Mapping[str, tuple[str, ...]]
     sources: tuple[str, ...] = ()
+
+
+def all_tasks(book: Playbook) -> Iterator[Task]:
+    """Every task of the playbook, handlers included, blocks (block, rescue, always) opened."""
+    for play in book.plays:
+        yield from play_tasks(play)
+
+
+def play_tasks(play: Play) -> Iterator[Task]:
+    """Every task of one play, handlers included, blocks opened."""
+    yield from _tasks(play.tasks + play.handlers)
+
+
+def _tasks(steps: tuple[Step, ...]) -> Iterator[Task]:
+    for step in steps:
+        if isinstance(step, Block):
+            yield from _tasks(step.block + step.rescue + step.always)
+        else:
+            yield step
+
+
+def host_magic(host: Host, inventory: Inventory, check_mode: bool, diff_mode: bool) -> dict[str, Any]:
+    """The magic variables rigger defines for one host (Ansible's names)."""
+    return {
+        "inventory_hostname": host.name,
+        "group_names": list(host.groups),
+        "groups": {group: list(members) for group, members in inventory.groups.items()},
+        "ansible_check_mode": check_mode,
+        "ansible_diff_mode": diff_mode,
+    }
+
+
+# every name rigger defines without the user: the per-host magic, the play's playbook_dir
+# (a play var may override it) and the gathered facts
+MAGIC_VARIABLES = frozenset(host_magic(Host("", {}), Inventory({}, {}), False, False)) | {"playbook_dir", "facts"}

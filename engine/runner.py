@@ -38,7 +38,7 @@ from engine.output.events import (
     TaskFinished,
     TaskStarted,
 )
-from engine.playbook import Block, Inventory, Play, Playbook, Step, Task
+from engine.playbook import Block, Inventory, Play, Playbook, Step, Task, host_magic
 from engine.runlock.hostlocks import HostLocks
 from engine.yamlload import load_file
 
@@ -201,13 +201,7 @@ class Runner:
 
     def _host_run(self, name: str, play_vars: Mapping[str, Any]) -> HostRun:
         host = self.inventory.hosts[name]
-        magic = {
-            "inventory_hostname": name,
-            "group_names": list(host.groups),
-            "groups": {g: list(m) for g, m in self.inventory.groups.items()},
-            "ansible_check_mode": self.options.check_mode,
-            "ansible_diff_mode": self.options.diff,
-        }
+        magic = host_magic(host, self.inventory, self.options.check_mode, self.options.diff)
         return HostRun(
             name=name,
             inventory_vars={**host.vars, **magic, **play_vars},
