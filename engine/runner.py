@@ -35,6 +35,7 @@ from engine.output.events import (
     PlayStarted,
     Progress,
     Recap,
+    Status,
     TaskFinished,
     TaskStarted,
 )
@@ -118,7 +119,7 @@ class Runner:
             host_vars = {**self.inventory.hosts[host.name].vars, **self.options.extra_vars}
             warning = self._locks.take(host.name, host_vars, host.conn, self.owner)
         except HostUnreachable as exc:
-            return HostResult(host.name, "Acquiring the run lock", "unreachable", False, msg=str(exc))
+            return HostResult(host.name, "Acquiring the run lock", Status.UNREACHABLE, False, msg=str(exc))
         if warning:
             self.emit(Notice("warning", warning, host.name))
         return None
@@ -239,11 +240,11 @@ class Runner:
             started = time.monotonic()
             try:
                 host.data["facts"] = facts_mod.gather(host.conn)
-                return HostResult(host.name, "Gathering Facts", "ok", False, duration_s=time.monotonic() - started)
+                return HostResult(host.name, "Gathering Facts", Status.OK, False, duration_s=time.monotonic() - started)
             except HostUnreachable as exc:
-                return HostResult(host.name, "Gathering Facts", "unreachable", False, msg=str(exc))
+                return HostResult(host.name, "Gathering Facts", Status.UNREACHABLE, False, msg=str(exc))
             except RiggerError as exc:
-                return HostResult(host.name, "Gathering Facts", "failed", False, msg=str(exc))
+                return HostResult(host.name, "Gathering Facts", Status.FAILED, False, msg=str(exc))
 
         for host, result in zip(hosts, self._parallel(gather, hosts), strict=True):
             self._record(host, result, "Gathering Facts")
@@ -274,7 +275,7 @@ class Runner:
         if result.status == "changed":
             stats["changed"] += 1
             stats["ok"] += 1
-        elif result.status in ("ok", "skipped", "failed", "unreachable"):
+        elif result.status in (Status.OK, Status.SKIPPED, Status.FAILED, Status.UNREACHABLE):
             stats[result.status] += 1
         if result.status == "failed":
             host.failed = True
