@@ -85,26 +85,6 @@ def _child(node: Any, key: str) -> Any:
     return _MISSING
 
 
-def _lookup(data: Any, path: str) -> Any:
-    """The value at ``path``, or ``_MISSING`` when any part is missing."""
-    node = data
-    for key in split_path(path):
-        node = _child(node, key)
-        if node is _MISSING:
-            break
-    return node
-
-
-def get_path(data: Any, path: str) -> Any:
-    """The value at ``path``, or ``None`` when any part is missing."""
-    value = _lookup(data, path)
-    return None if value is _MISSING else value
-
-
-def has_path(data: Any, path: str) -> bool:
-    return _lookup(data, path) is not _MISSING
-
-
 def remove_path(data: Any, path: str) -> bool:
     """Delete the key at ``path`` in place; False when it was not there."""
     *parents, last = split_path(path)

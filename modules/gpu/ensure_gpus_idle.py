@@ -258,7 +258,6 @@ class Target:
     pid: int
     start_time: int
     line: str
-    holds_mib: int
 
 
 def _targets(
@@ -279,7 +278,7 @@ def _targets(
                 spared.append(f"{_describe(pid, proc)}: {why}")
             continue
         mib = f", holds {held[pid]} MiB" if pid in held else ""
-        targets.append(Target(pid, proc["start_time"], f"{_describe(pid, proc)}{mib}", held.get(pid, 0)))
+        targets.append(Target(pid, proc["start_time"], f"{_describe(pid, proc)}{mib}"))
     return targets, spared
 
 
