@@ -74,7 +74,7 @@ class ConsoleSink:
         if not self._colour:
             self._write(text + "\n")
             return
-        self._out.write("\r\x1b[K" + text[: 160])
+        self._out.write("\r\x1b[K" + text[:160])
         self._out.flush()
         self._status_shown = True
 

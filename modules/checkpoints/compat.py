@@ -30,8 +30,12 @@ import yaml
 RULES_FILE = Path(__file__).resolve().parent / "compat_rules.yml"
 SEVERITIES = ("incompatible", "warning")
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
-    "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
-    "gt": operator.gt, "ge": operator.ge,
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
     "in": lambda left, right: left in right,
     "not_in": lambda left, right: left not in right,
 }
@@ -65,9 +69,15 @@ class Finding:
     citation: str
 
     def as_data(self) -> dict[str, str]:
-        return {"id": self.id, "severity": self.severity, "message": self.message,
-                "reason": self.reason, "fix": self.fix, "detail": self.detail,
-                "citation": self.citation}
+        return {
+            "id": self.id,
+            "severity": self.severity,
+            "message": self.message,
+            "reason": self.reason,
+            "fix": self.fix,
+            "detail": self.detail,
+            "citation": self.citation,
+        }
 
 
 def _check_condition(cond: Any, rule_id: str) -> None:
@@ -150,8 +160,15 @@ def findings(rules: tuple[Rule, ...], facts: Mapping[str, Any]) -> list[Finding]
         if not evaluate(rule.when, facts):
             continue
         reason, fix = render(rule.reason, facts), render(rule.fix, facts)
-        found.append(Finding(
-            id=rule.id, severity=rule.severity, message=f"{reason}; {fix}", reason=reason,
-            fix=fix, detail=render(rule.detail, facts), citation=render(rule.citation, {}),
-        ))
+        found.append(
+            Finding(
+                id=rule.id,
+                severity=rule.severity,
+                message=f"{reason}; {fix}",
+                reason=reason,
+                fix=fix,
+                detail=render(rule.detail, facts),
+                citation=render(rule.citation, {}),
+            )
+        )
     return found

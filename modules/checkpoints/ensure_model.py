@@ -168,8 +168,10 @@ def expected_files(ctx: TaskContext, args: Mapping[str, Any], manifest: Manifest
 
 def _install_hint(error: str, args: Mapping[str, Any]) -> str:
     if "No module named 'huggingface_hub'" in error:
-        return (f" (install huggingface_hub for {args['python']} on the host, or point "
-                f"`python` at an interpreter that has it)")
+        return (
+            f" (install huggingface_hub for {args['python']} on the host, or point "
+            f"`python` at an interpreter that has it)"
+        )
     return ""
 
 

@@ -40,9 +40,7 @@ class JsonDoc:
     style: JsonStyle
 
     def dumps(self, data: Any) -> str:
-        text = json.dumps(
-            data, indent=self.style.indent, ensure_ascii=self.style.ensure_ascii
-        )
+        text = json.dumps(data, indent=self.style.indent, ensure_ascii=self.style.ensure_ascii)
         return text + "\n" if self.style.trailing_newline else text
 
 
@@ -60,9 +58,7 @@ def parse(text: str, label: str) -> JsonDoc:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise JsonEditError(
-            f"{label} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from exc
+        raise JsonEditError(f"{label} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
     return JsonDoc(data, detect_style(text))
 
 
@@ -129,9 +125,7 @@ def set_path(data: Any, path: str, value: Any) -> bool:
     return True
 
 
-def apply_edits(
-    data: Any, remove: Sequence[str] = (), set_values: Mapping[str, Any] | None = None
-) -> Any:
+def apply_edits(data: Any, remove: Sequence[str] = (), set_values: Mapping[str, Any] | None = None) -> Any:
     """A patched deep copy of ``data``; ``data`` itself is left alone."""
     patched = copy.deepcopy(data)
     for path in remove:
@@ -154,8 +148,11 @@ def keypath_diff(before: Any, after: Any, prefix: str = "") -> list[str]:
         lines.extend(f"+ {prefix}{key}" for key in after if key not in before)
         return lines
     if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
-        return [line for index, (old, new) in enumerate(zip(before, after, strict=True))
-                for line in keypath_diff(old, new, f"{prefix}{index}.")]
+        return [
+            line
+            for index, (old, new) in enumerate(zip(before, after, strict=True))
+            for line in keypath_diff(old, new, f"{prefix}{index}.")
+        ]
     if before == after and type(before) is type(after):
         return []
     return [f"~ {prefix.rstrip('.')}"]

@@ -31,8 +31,7 @@ def kv_dtype_of(declared: Any) -> str | None:
     return None
 
 
-def _quant_blocks(config: Mapping[str, Any],
-                  hf_quant: Mapping[str, Any] | None) -> list[tuple[str, Mapping[str, Any]]]:
+def _quant_blocks(config: Mapping[str, Any], hf_quant: Mapping[str, Any] | None) -> list[tuple[str, Mapping[str, Any]]]:
     """The quantization blocks vLLM acts on: config.json's, else hf_quant_config.json's."""
     blocks: list[tuple[str, Mapping[str, Any]]] = []
     for where, holder in (("", config), ("text_config.", config.get("text_config"))):
@@ -53,8 +52,9 @@ def _kv_declaration(blocks: Sequence[tuple[str, Mapping[str, Any]]]) -> tuple[st
     return None, ""
 
 
-def model_facts(config: Mapping[str, Any], hf_quant: Mapping[str, Any] | None,
-                index: Mapping[str, Any] | None) -> dict[str, Any]:
+def model_facts(
+    config: Mapping[str, Any], hf_quant: Mapping[str, Any] | None, index: Mapping[str, Any] | None
+) -> dict[str, Any]:
     blocks = _quant_blocks(config, hf_quant)
     kv_dtype, kv_source = _kv_declaration(blocks)
     quant = blocks[0][1] if blocks else {}
@@ -103,12 +103,16 @@ def gpu_facts(gpus: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def serve_facts(model: Mapping[str, Any], gpu: Mapping[str, Any], tensor_parallel_size: int,
-                gpu_memory_utilization: float, kv_cache_dtype: str) -> dict[str, Any]:
+def serve_facts(
+    model: Mapping[str, Any],
+    gpu: Mapping[str, Any],
+    tensor_parallel_size: int,
+    gpu_memory_utilization: float,
+    kv_cache_dtype: str,
+) -> dict[str, Any]:
     usable = None
     if gpu["gpu.min_memory_mib"]:
-        usable = int(gpu["gpu.min_memory_mib"] * 2**20 * tensor_parallel_size
-                     * gpu_memory_utilization)
+        usable = int(gpu["gpu.min_memory_mib"] * 2**20 * tensor_parallel_size * gpu_memory_utilization)
     weights = model["model.weights_bytes"]
     fraction = weights / usable if usable and weights is not None else None
     heads = model["model.attention_heads"]
@@ -128,6 +132,8 @@ def effective_kv(model: Mapping[str, Any], kv_cache_dtype: str) -> dict[str, Any
     """``--kv-cache-dtype auto`` takes the checkpoint's; anything else overrides it."""
     if kv_cache_dtype == "auto":
         return {}
-    return {"model.kv_cache_dtype": kv_cache_dtype,
-            "model.kv_cache_fp8": kv_cache_dtype.startswith("fp8"),
-            "model.kv_cache_source": f"kv_cache_dtype: {kv_cache_dtype}"}
+    return {
+        "model.kv_cache_dtype": kv_cache_dtype,
+        "model.kv_cache_fp8": kv_cache_dtype.startswith("fp8"),
+        "model.kv_cache_source": f"kv_cache_dtype: {kv_cache_dtype}",
+    }

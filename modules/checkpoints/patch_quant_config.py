@@ -185,8 +185,7 @@ def _plan_patched(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchang
     patches = [patch for edits in wanted if (patch := _patch_one(ctx, args, edits, files[edits.name])) is not None]
     if not patches:
         present = [e.name for e in wanted if files[e.name]["kind"] in ("file", "symlink")]
-        return Unchanged(f"already patched: no edit left to make in {', '.join(present)}",
-                         {"files": {}})
+        return Unchanged(f"already patched: no edit left to make in {', '.join(present)}", {"files": {}})
     summary = "edit " + "; ".join(f"{p.name}: {', '.join(p.keys)}" for p in patches)
     return Change(
         summary=summary,
@@ -229,8 +228,9 @@ def _apply_patch(ctx: TaskContext, args: Mapping[str, Any], patch: FilePatch) ->
         # write_file renames a temp file over the path: a symlink is replaced, not followed.
         ctx.conn.write_file(patch.path, patch.after.encode("utf-8"))
     except (OSError, ProbeError) as exc:
-        raise TaskFailed(f"cannot patch {patch.path}: {exc}; the file is unchanged "
-                         "(become: true if root owns it)") from exc
+        raise TaskFailed(
+            f"cannot patch {patch.path}: {exc}; the file is unchanged (become: true if root owns it)"
+        ) from exc
 
 
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:

@@ -31,8 +31,7 @@ SCHEMA: dict[str, Any] = {
             "type": ["string", "null"],
             "pattern": r"^https?://[^/]+/?$",
             "default": None,
-            "description": "Base URL as seen from the host (http://127.0.0.1:8000); "
-            "default: built from host and port.",
+            "description": "Base URL as seen from the host (http://127.0.0.1:8000); default: built from host and port.",
         },
         "host": {
             "type": "string",

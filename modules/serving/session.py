@@ -103,8 +103,7 @@ def port_taken_message(port: int, answer: Mapping[str, Any]) -> str:
         )
     return (
         f"port {port} is already in use by a process rigger did not start: {who}. "
-        "Stop it yourself or choose another port; rigger never kills what it did not start."
-        + hint
+        "Stop it yourself or choose another port; rigger never kills what it did not start." + hint
     )
 
 

@@ -72,8 +72,9 @@ class RecordedHost:
                 return CommandResult(tuple(argv), 0, probes.RESULT_MARKER + json.dumps(payload) + "\n", "")
         if recorded is None:
             raise AssertionError(f"no recorded answer for command {line!r}")
-        result = CommandResult(tuple(argv), int(recorded.get("rc", 0)), recorded.get("stdout", ""),
-                               recorded.get("stderr", ""))
+        result = CommandResult(
+            tuple(argv), int(recorded.get("rc", 0)), recorded.get("stdout", ""), recorded.get("stderr", "")
+        )
         return raise_for_status(result) if check else result
 
     def read_file(self, path: str, *, sudo: bool = False) -> bytes | None:
@@ -101,8 +102,9 @@ def _probe_name(program: str) -> str | None:
     return None
 
 
-def planning_context(host: RecordedHost, facts: Mapping[str, Any] | None = None,
-                     variables: Mapping[str, Any] | None = None) -> TaskContext:
+def planning_context(
+    host: RecordedHost, facts: Mapping[str, Any] | None = None, variables: Mapping[str, Any] | None = None
+) -> TaskContext:
     """The context plan() gets from the executor: the real scoped connection, planning."""
     conn = ScopedConnection(host).planning()
     return TaskContext(host.host_name, conn, dict(facts or {}), dict(variables or {}), task_name="recorded")

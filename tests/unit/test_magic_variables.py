@@ -15,7 +15,7 @@ from engine.playbook import MAGIC_VARIABLES
 
 def test_every_magic_variable_validates_and_renders(tmp_path: Path, rigger: Any) -> None:
     tasks = "".join(
-        f"    - name: show {name}\n      debug:\n        msg: \"{{{{ {name} is defined }}}}\"\n"
+        f'    - name: show {name}\n      debug:\n        msg: "{{{{ {name} is defined }}}}"\n'
         for name in sorted(MAGIC_VARIABLES)
     )
     book = tmp_path / "magic.yml"

@@ -13,16 +13,22 @@ from engine.connection.local import LocalConnection
 
 
 def test_program_runs_standalone_and_parses():
-    proc = subprocess.run([sys.executable, "-c", probes.program("host")], input=json.dumps({}),
-                          capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        [sys.executable, "-c", probes.program("host")], input=json.dumps({}), capture_output=True, text=True, timeout=30
+    )
     answer = probes.parse_output("host", proc.stdout, proc.stderr)
     assert answer["cpu_count"] >= 1 and "gpus" not in answer  # GPU facts come from the GPU room
 
 
 def test_a_room_probe_and_what_it_uses_run_standalone():
     """gpu_facts lives in modules/gpu/probes/ and USES gpus -> nvsmi, procs: the bundle holds them all."""
-    proc = subprocess.run([sys.executable, "-c", probes.program("gpu_facts")], input=json.dumps({}),
-                          capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        [sys.executable, "-c", probes.program("gpu_facts")],
+        input=json.dumps({}),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     answer = probes.parse_output("gpu_facts", proc.stdout, proc.stderr)
     assert set(probes.closure("gpu_facts")) == {"gpu_facts", "gpus", "nvsmi", "procs"}
     assert "gpu_count" in answer and answer["shm"]["path"] == "/dev/shm"
@@ -56,8 +62,13 @@ def test_in_process_and_standalone_agree(tmp_path):
     (tmp_path / "f").write_text("abc")
     args = {"paths": [str(tmp_path / "f")]}
     local = LocalConnection().run_probe("path_info", args)
-    proc = subprocess.run([sys.executable, "-c", probes.program("path_info")], input=json.dumps(args),
-                          capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        [sys.executable, "-c", probes.program("path_info")],
+        input=json.dumps(args),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert probes.parse_output("path_info", proc.stdout, proc.stderr)["paths"] == local["paths"]
 
 

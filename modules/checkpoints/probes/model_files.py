@@ -36,7 +36,5 @@ def main(args):
         entry = _describe(path)
         entry["backup"] = _describe(path + suffix)
         files[name] = entry
-    backups = sorted(
-        entry[: -len(suffix)] for entry in os.listdir(directory) if entry.endswith(suffix)
-    )
+    backups = sorted(entry[: -len(suffix)] for entry in os.listdir(directory) if entry.endswith(suffix))
     return {"dir_exists": True, "files": files, "backed_up": backups}

@@ -39,8 +39,7 @@ def safetensors_problem(path, size):
     ]
     expected = 8 + header_len + max(ends, default=0)
     if expected != size:
-        return (f"header says {expected} bytes (8 + {header_len} + {max(ends, default=0)}), "
-                f"file has {size}")
+        return f"header says {expected} bytes (8 + {header_len} + {max(ends, default=0)}), file has {size}"
     return None
 
 
@@ -61,8 +60,7 @@ def check_file(path, expected, mode):
         return {"status": "not_a_file"}
     size = os.path.getsize(path)
     if size != expected["size"]:
-        return {"status": "size", "detail": f"{size} bytes, expected {expected['size']}",
-                "size": size}
+        return {"status": "size", "detail": f"{size} bytes, expected {expected['size']}", "size": size}
     answer = {"status": "ok", "size": size}
     if mode == "sha256" and expected.get("sha256"):
         answer["sha256"] = file_digest(path)

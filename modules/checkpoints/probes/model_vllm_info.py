@@ -40,9 +40,14 @@ def _distribution():
 
 def main(args):
     name, version = _distribution()
-    answer = {"python": sys.executable, "installed": version is not None,
-              "distribution": name, "version": version, "triton_mla_fp8": None,
-              "triton_mla_source": None}
+    answer = {
+        "python": sys.executable,
+        "installed": version is not None,
+        "distribution": name,
+        "version": version,
+        "triton_mla_fp8": None,
+        "triton_mla_source": None,
+    }
     spec = importlib.util.find_spec("vllm") if version else None
     if spec is None or not spec.submodule_search_locations:
         return answer

@@ -20,9 +20,7 @@ def main(args):
         headers["Content-Type"] = "application/json"
     if args.get("api_key"):
         headers["Authorization"] = "Bearer " + args["api_key"]
-    request = urllib.request.Request(
-        args["url"], data=data, headers=headers, method=args.get("method", "GET")
-    )
+    request = urllib.request.Request(args["url"], data=data, headers=headers, method=args.get("method", "GET"))
     try:
         with urllib.request.urlopen(request, timeout=float(args.get("timeout_s", 5))) as response:
             body = response.read(MAX_BODY).decode("utf-8", "replace")

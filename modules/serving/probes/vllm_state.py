@@ -47,18 +47,11 @@ def session_members(record):
     live = [p for p in found if p["state"] not in ("Z", "X")]
     if any(p["pid"] == int(sid) and p["start_time"] != int(started) for p in live):
         return []
-    return [
-        p
-        for p in live
-        if p["start_time"] >= int(started) and VLLM_LIKE.search(p["name"] + " " + p["cmdline"])
-    ]
+    return [p for p in live if p["start_time"] >= int(started) and VLLM_LIKE.search(p["name"] + " " + p["cmdline"])]
 
 
 def leader_alive(record, members):
-    return any(
-        p["pid"] == record.get("pid") and p["start_time"] == record.get("start_time")
-        for p in members
-    )
+    return any(p["pid"] == record.get("pid") and p["start_time"] == record.get("start_time") for p in members)
 
 
 def main(args):
