@@ -3,7 +3,7 @@
 One remote python per host (plus one under sudo when needed) on one exec channel of the host's
 SSH transport: a command costs one framed round trip and a fork on the host instead of a
 new SSH session, and a probe runs in the already-started interpreter (no python start-up).
-A command line still passes through the same ``sshcommand`` builder, so become, its
+A command line still passes through the same ``engine.connection.ssh.command`` builder, so become, its
 markers and the password handshake are shared with the exec-channel path.
 """
 

@@ -1,6 +1,6 @@
 """``become`` over SSH: answer sudo's password prompt from stdin, recognise sudo failures.
 
-The command line (see ``sshcommand``) makes sudo print our random prompt on stderr when
+The command line (see ``command.py``) makes sudo print our random prompt on stderr when
 it wants a password and makes the shell under sudo print a random success line first.
 So the password is sent only to a real sudo prompt (never into a command's stdin), a
 second prompt means the password was wrong, and a missing success line means sudo itself
