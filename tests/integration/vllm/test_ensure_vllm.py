@@ -22,7 +22,7 @@ from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
 from engine.errors import TaskFailed
 from engine.module_api import Change, TaskContext, Unchanged
-from modules import ensure_vllm
+from modules.system import ensure_vllm
 
 pytestmark = pytest.mark.slow
 SERVING_VENV = Path(__file__).resolve().parents[3] / ".venv-vllm"

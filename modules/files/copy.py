@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
-from modules._filework import (
+from modules.files.filework import (
     CONTENT_PROPERTIES,
     apply_content,
     controller_file,

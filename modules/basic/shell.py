@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.module_api import Change, Result, TaskContext, Unchanged
-from modules import command
+from modules.basic import command
 
 FREE_FORM = "cmd"
 CHECK_MODE = "skip"

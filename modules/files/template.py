@@ -10,10 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine import templating
-from engine.errors import TemplateError
-from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
-from modules._filework import CONTENT_PROPERTIES, apply_content, controller_file, plan_content
+from engine.module_api import Change, Result, TaskContext, TaskFailed, TemplateError, Unchanged, render
+from modules.files.filework import CONTENT_PROPERTIES, apply_content, controller_file, plan_content
 
 SCHEMA = {
     "type": "object",
@@ -39,7 +37,7 @@ def _rendered(ctx: TaskContext, name: str) -> bytes:
     except OSError as exc:
         raise TaskFailed(f"cannot read template {source}: {exc.strerror}") from None
     try:
-        return str(templating.render(text, ctx.vars)).encode("utf-8")
+        return str(render(text, ctx.vars)).encode("utf-8")
     except TemplateError as exc:
         raise TaskFailed(f"template {source}: {exc}") from None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.module_api import Change, Result, TaskContext, TaskFailed
+from engine.module_api import TaskContext, TaskFailed, Unchanged
 
 SCHEMA = {
     "type": "object",
@@ -19,9 +19,5 @@ SCHEMA = {
 }
 
 
-def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change:
-    raise TaskFailed(str(args["msg"]))
-
-
-def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
+def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Unchanged:
     raise TaskFailed(str(args["msg"]))

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.module_api import Change, Result, TaskContext, Unchanged
-from modules._filework import host_facts, target_path
+from engine.module_api import TaskContext, Unchanged
+from modules.files.filework import host_facts, target_path
 
 SCHEMA = {
     "type": "object",
@@ -77,7 +77,3 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Unchanged:
         f"{path}: {view['type']}, {view['size']} bytes, mode {view['mode']}" if view["exists"] else f"{path}: absent"
     )
     return Unchanged(summary, {"stat": view})
-
-
-def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
-    raise AssertionError("stat never plans a change")

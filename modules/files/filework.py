@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.module_api import Change, Diff, TaskContext, TaskFailed
-from engine.probes import ProbeError
+from engine.module_api import Change, Diff, ProbeError, TaskContext, TaskFailed
 
 ATTR_PROPERTIES: dict[str, Any] = {
     "mode": {

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
-from modules._filework import ATTR_PROPERTIES, Attrs, host_facts, identity, parse_mode, run_ops, target_path
+from modules.files.filework import ATTR_PROPERTIES, Attrs, host_facts, identity, parse_mode, run_ops, target_path
 
 SCHEMA = {
     "type": "object",
