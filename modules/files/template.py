@@ -2,11 +2,14 @@
 
 Ansible's `template`: `src` is looked up in the role's `templates/`, then the playbook's
 `templates/`, then the playbook directory, and rendered in the same sandbox as playbook
-expressions with the task's variables. Written atomically, with `validate` and `backup`.
+expressions with the task's variables. As in Ansible, the newline after a block tag
+(`{% ... %}`, `{# ... #}`) is dropped (Jinja's trim_blocks; `+%}` keeps it). Written
+atomically, with `validate` and `backup`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,6 +33,9 @@ SCHEMA = {
 }
 
 
+_BLOCK_END_NEWLINE = re.compile(r"(?<!\+)([%#]\})\n")
+
+
 def _rendered(ctx: TaskContext, name: str) -> bytes:
     source = controller_file(ctx, name, "templates")
     try:
@@ -37,7 +43,7 @@ def _rendered(ctx: TaskContext, name: str) -> bytes:
     except OSError as exc:
         raise TaskFailed(f"cannot read template {source}: {exc.strerror}") from None
     try:
-        return str(render(text, ctx.vars)).encode("utf-8")
+        return str(render(_BLOCK_END_NEWLINE.sub(r"\1", text), ctx.vars)).encode("utf-8")
     except TemplateError as exc:
         raise TaskFailed(f"template {source}: {exc}") from None
 

@@ -163,6 +163,13 @@ def test_template_from_templates_dir(tmp_path):
         converge("template", {"src": "app.conf.j2", "dest": str(dest)}, {"playbook_dir": str(tmp_path)})
 
 
+def test_template_drops_the_newline_after_block_tags_as_ansible_does(tmp_path):
+    (tmp_path / "hosts.j2").write_text("{# managed #}\n{% for h in hosts %}\n{{ h }}\n{% endfor %}\nend\n")
+    dest = tmp_path / "hosts"
+    converge("template", {"src": "hosts.j2", "dest": str(dest)}, {"playbook_dir": str(tmp_path), "hosts": ["a", "b"]})
+    assert dest.read_text() == "a\nb\nend\n"
+
+
 def test_stat_reports_and_never_changes(tmp_path):
     target = tmp_path / "f"
     target.write_bytes(b"abc")
