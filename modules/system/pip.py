@@ -110,7 +110,8 @@ def _would_install(ctx: TaskContext, args: Mapping[str, Any]) -> list[tuple[str,
     argv = [*_pip(args), *_install_argv(args), "--dry-run", "--quiet", "--no-cache-dir", "--report", "-"]
     result = ctx.conn.run(argv, check=False, read_only=True, env=PIP_ENV)
     if result.rc != 0:
-        raise TaskFailed(f"pip cannot resolve {' '.join(_install_argv(args)[1:])}:\n{result.tail()}".rstrip())
+        asked = " ".join(_requirements(args)) or f"-r {args['requirements']}"
+        raise TaskFailed(f"pip cannot resolve {asked}:\n{result.tail()}".rstrip())
     report = json.loads(result.stdout[result.stdout.index("{") :])
     return [(item["metadata"]["name"], item["metadata"]["version"]) for item in report.get("install", [])]
 
@@ -161,7 +162,7 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
         argv = [*pip, "uninstall", "-y", *change.payload["remove"]]
     else:
         argv = [*pip, *_install_argv(args)]
-    ctx.progress(" ".join(argv[2:]))
+    ctx.progress(change.summary)  # not argv: an index URL may carry a token
     result = ctx.conn.run(argv, check=False, env=PIP_ENV)
     if result.rc != 0:
         raise TaskFailed(f"pip failed (exit {result.rc}):\n{result.tail()}".rstrip(), {"stdout": result.stdout})

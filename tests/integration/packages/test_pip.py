@@ -92,3 +92,18 @@ def test_pip_requirements_file_and_unresolvable_pin(tmp_path, wheelhouse):
     spec = registry.get("pip")
     with pytest.raises(TaskFailed, match="pip cannot resolve"):
         spec.plan(ctx(True), spec.with_defaults({**offline, "name": "six==0.0.1"}))
+
+
+def test_pip_never_shows_an_index_token(tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    spec = registry.get("pip")
+    args = {
+        "virtualenv": str(venv),
+        "name": "rigger-no-such-package",
+        "index_url": "http://rigger:s3cret-token@127.0.0.1:9/simple",
+        "extra_args": "--retries 0 --timeout 2",
+    }
+    with pytest.raises(TaskFailed) as failure:
+        spec.plan(ctx(True), spec.with_defaults(args))
+    assert "pip cannot resolve rigger-no-such-package" in failure.value.msg and "s3cret-token" not in failure.value.msg
