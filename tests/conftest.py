@@ -78,3 +78,15 @@ def tree_digest(root: Path) -> dict[str, str]:
 @pytest.fixture
 def digest():
     return tree_digest
+
+
+# Tests that start real services (sshd, vLLM CPU, the hub mirror) are the slow tier, by
+# where they live: `pytest -m "not slow"` needs none of those services.
+SLOW_PLACES = ("integration/ssh/", "integration/vllm/", "integration/hub/", "integration/test_incident.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        where = item.path.relative_to(REPO / "tests").as_posix()
+        if where.startswith(SLOW_PLACES):
+            item.add_marker(pytest.mark.slow)
