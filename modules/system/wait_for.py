@@ -63,6 +63,13 @@ def _target(args: Mapping[str, Any]) -> str:
     return f"file {args['path']}"
 
 
+def _wanted(args: Mapping[str, Any]) -> str:
+    """The state in words: a path is present or absent, whichever name the task used."""
+    if args.get("port") is not None:
+        return str(args["state"])
+    return "present" if args["state"] in ("started", "present") else "absent"
+
+
 def _check(ctx: TaskContext, args: Mapping[str, Any]) -> dict[str, Any]:
     request = {k: args.get(k) for k in ("host", "port", "path", "state", "search_regex", "connect_timeout")}
     request["active_connection_states"] = list(args["active_connection_states"])
@@ -84,10 +91,10 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Unchanged:
         if answer["met"]:
             data = {"elapsed": round(elapsed, 3), "state": args["state"], "match_groups": answer["groups"]}
             data.update({k: args[k] for k in ("port", "path") if args.get(k) is not None})
-            return Unchanged(f"{_target(args)} {args['state']} after {elapsed:.1f}s", data)
+            return Unchanged(f"{_target(args)} {_wanted(args)} after {elapsed:.1f}s", data)
         if time.monotonic() >= deadline:
-            message = args.get("msg") or f"Timeout when waiting for {_target(args)} to be {args['state']}"
+            message = args.get("msg") or f"Timeout when waiting for {_target(args)} to be {_wanted(args)}"
             raise TaskFailed(f"{message} ({answer['detail']}, waited {elapsed:.0f}s)", {"elapsed": round(elapsed, 3)})
         waited = f"{elapsed:.0f}s/{args['timeout']:g}s"
-        ctx.progress(f"waiting for {_target(args)} to be {args['state']}: {answer['detail']} ({waited})")
+        ctx.progress(f"waiting for {_target(args)} to be {_wanted(args)}: {answer['detail']} ({waited})")
         time.sleep(max(0.0, min(args["sleep"], deadline - time.monotonic())))

@@ -5,11 +5,15 @@ earlier task of the same run may create it (check mode shows the change; apply r
 again before touching anything).
 """
 
+from __future__ import annotations
+
 import grp
 import hashlib
 import os
 import pwd
 import stat
+from collections.abc import Callable
+from typing import Any
 
 _KINDS = (
     (stat.S_ISLNK, "link"),
@@ -18,14 +22,14 @@ _KINDS = (
 )
 
 
-def _name(lookup, ident):
+def _name(lookup: Callable[[int], Any], ident: int) -> str | None:
     try:
-        return lookup(ident)[0]
+        return str(lookup(ident)[0])
     except KeyError:
         return None
 
 
-def _checksum(path, algorithm):
+def _checksum(path: str, algorithm: str) -> str:
     digest = hashlib.new(algorithm)
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -33,7 +37,7 @@ def _checksum(path, algorithm):
     return digest.hexdigest()
 
 
-def _facts(path, follow, checksum):
+def _facts(path: str, follow: bool, checksum: str | None) -> dict[str, Any]:
     try:
         st = os.stat(path) if follow else os.lstat(path)
     except FileNotFoundError:
@@ -67,21 +71,21 @@ def _facts(path, follow, checksum):
     return facts
 
 
-def _resolve(lookup, value, what, unresolved):
+def _resolve(lookup: Callable[[str], Any], value: Any, what: str, unresolved: list[str]) -> int | None:
     if value is None:
         return None
     if isinstance(value, int) or str(value).isdigit():
         return int(value)
     try:
-        return lookup(value)[2]
+        return int(lookup(value)[2])
     except KeyError:
         unresolved.append(f"no {what} named {value!r} on the host")
         return None
 
 
-def _tree_mismatches(root, uid, gid, mode, limit=20):
+def _tree_mismatches(root: str, uid: int | None, gid: int | None, mode: int | None, limit: int = 20) -> list[str]:
     """Paths under ``root`` whose owner, group or mode differ from the wanted ones."""
-    found = []
+    found: list[str] = []
     for base, dirs, files in os.walk(root):
         for name in dirs + files:
             path = os.path.join(base, name)
@@ -96,13 +100,14 @@ def _tree_mismatches(root, uid, gid, mode, limit=20):
     return found
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     follow = bool(args.get("follow", False))
     checksum = args.get("checksum")
-    answer = {"paths": {p: _facts(p, follow, checksum) for p in args.get("paths", [])}}
-    answer["unresolved"] = []
-    answer["uid"] = _resolve(pwd.getpwnam, args.get("owner"), "user", answer["unresolved"])
-    answer["gid"] = _resolve(grp.getgrnam, args.get("group"), "group", answer["unresolved"])
+    unresolved: list[str] = []
+    answer: dict[str, Any] = {"paths": {p: _facts(p, follow, checksum) for p in args.get("paths", [])}}
+    answer["unresolved"] = unresolved
+    answer["uid"] = _resolve(pwd.getpwnam, args.get("owner"), "user", unresolved)
+    answer["gid"] = _resolve(grp.getgrnam, args.get("group"), "group", unresolved)
     tree = args.get("tree")
     if tree and os.path.isdir(tree["path"]) and not os.path.islink(tree["path"]):
         answer["tree_mismatches"] = _tree_mismatches(tree["path"], answer["uid"], answer["gid"], tree.get("mode"))

@@ -4,6 +4,11 @@ Removal and replacement verify that the path is still the one the plan saw (devi
 inode), so a path swapped between plan and apply is never deleted.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
 MUTATES = True
 
 import grp
@@ -14,7 +19,7 @@ import stat
 import time
 
 
-def _same(path, identity):
+def _same(path: str, identity: list[int] | None) -> bool:
     if identity is None:
         return True
     try:
@@ -24,12 +29,12 @@ def _same(path, identity):
     return [st.st_dev, st.st_ino] == list(identity)
 
 
-def _guard(op):
+def _guard(op: dict[str, Any]) -> None:
     if not _same(op["path"], op.get("identity")):
         raise RuntimeError(f"{op['path']} changed since it was planned; not touching it")
 
 
-def _remove(op):
+def _remove(op: dict[str, Any]) -> None:
     _guard(op)
     path = op["path"]
     if os.path.isdir(path) and not os.path.islink(path):
@@ -38,11 +43,11 @@ def _remove(op):
         os.unlink(path)
 
 
-def _mkdir(op):
+def _mkdir(op: dict[str, Any]) -> None:
     os.makedirs(op["path"], exist_ok=True)
 
 
-def _touch(op):
+def _touch(op: dict[str, Any]) -> None:
     path = op["path"]
     if not os.path.lexists(path):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
@@ -50,7 +55,7 @@ def _touch(op):
         os.utime(path)
 
 
-def _link(op, make):
+def _link(op: dict[str, Any], make: Callable[[str, str], None]) -> None:
     path, src = op["path"], op["src"]
     _guard(op)
     temp = f"{path}.rigger-{os.getpid()}-{time.monotonic_ns()}"
@@ -62,7 +67,7 @@ def _link(op, make):
         raise
 
 
-def _attrs(op):
+def _attrs(op: dict[str, Any]) -> None:
     path = op["path"]
     uid = -1 if op.get("uid") is None else op["uid"]
     gid = -1 if op.get("gid") is None else op["gid"]
@@ -79,7 +84,7 @@ def _attrs(op):
             os.chmod(target, op["mode"])
 
 
-_OPS = {
+_OPS: dict[str, Callable[[dict[str, Any]], None]] = {
     "remove": _remove,
     "mkdir": _mkdir,
     "touch": _touch,
@@ -89,7 +94,7 @@ _OPS = {
 }
 
 
-def _resolve_names(ops):
+def _resolve_names(ops: list[dict[str, Any]]) -> None:
     """Owner/group names an op carries are resolved before any op runs: all or nothing."""
     for op in ops:
         try:
@@ -104,7 +109,7 @@ def _resolve_names(ops):
             raise LookupError(f"no group named {op['group']!r} on the host") from None
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     _resolve_names(args["ops"])
     done = []
     for op in args["ops"]:

@@ -4,24 +4,27 @@ Optionally returns the text of small files under site-packages (``read``), e.g.
 ``torch/version.py``, so callers learn build details without importing anything.
 """
 
+from __future__ import annotations
+
 import glob
 import os
 import re
+from typing import Any
 
 
-def _field(text, name):
+def _field(text: str, name: str) -> str | None:
     match = re.search(r"^" + name + r":\s*(.+)$", text, re.MULTILINE)
     return match.group(1).strip() if match else None
 
 
-def _normalized(name):
+def _normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _site_packages(venv):
+def _site_packages(venv: str) -> list[str]:
     """The venv's site-packages, then directories its .pth files add (what pip counts too)."""
     sites = sorted(glob.glob(os.path.join(venv, "lib", "python3*", "site-packages")))
-    added = []
+    added: list[str] = []
     for site in sites:
         for pth in sorted(glob.glob(os.path.join(site, "*.pth"))):
             with open(pth, encoding="utf-8", errors="replace") as handle:
@@ -32,10 +35,16 @@ def _site_packages(venv):
     return sites + [a for a in added if a not in sites]
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     venv = args["venv"]
     python = os.path.join(venv, "bin", "python")
-    answer = {"exists": os.path.exists(python), "python": python, "dists": {}, "files": {}, "site_packages": None}
+    answer: dict[str, Any] = {
+        "exists": os.path.exists(python),
+        "python": python,
+        "dists": {},
+        "files": {},
+        "site_packages": None,
+    }
     for site in reversed(_site_packages(venv)):  # the venv's own entries win
         answer["site_packages"] = site
         for meta in glob.glob(os.path.join(site, "*.dist-info", "METADATA")) + glob.glob(

@@ -1,8 +1,11 @@
 """One look at what `wait_for` waits for: a TCP port, connections on it, a path, a regex in a file."""
 
+from __future__ import annotations
+
 import os
 import re
 import socket
+from typing import Any
 
 _TCP_STATES = {
     "01": "ESTABLISHED",
@@ -19,7 +22,7 @@ _TCP_STATES = {
 }
 
 
-def _port_open(args):
+def _port_open(args: dict[str, Any]) -> tuple[bool, str, list[str]]:
     try:
         with socket.create_connection((args["host"], args["port"]), timeout=args["connect_timeout"]) as sock:
             if not args.get("search_regex"):
@@ -39,7 +42,7 @@ def _port_open(args):
         return False, f"port closed ({exc.strerror or exc})", []
 
 
-def _active_connections(port, states):
+def _active_connections(port: int, states: set[str]) -> int:
     count = 0
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -55,7 +58,7 @@ def _active_connections(port, states):
     return count
 
 
-def _path(args):
+def _path(args: dict[str, Any]) -> tuple[bool, str, list[str]]:
     path = args["path"]
     if not os.path.exists(path):
         return False, "path absent", []
@@ -71,7 +74,7 @@ def _path(args):
     return False, "regex not found yet", []
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     state = args["state"]
     if args.get("port") is not None:
         if state == "drained":
