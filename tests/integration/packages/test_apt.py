@@ -77,9 +77,13 @@ def test_apt_pinned_install_check_mode_and_removal(sl_package, rigger, tmp_path)
     with pytest.raises(TaskFailed, match="apt cannot install"):
         spec.plan(ctx(True), spec.with_defaults({"name": f"{PACKAGE}=0.0-no-such-version"}))
 
+    latest = spec.with_defaults({"name": PACKAGE, "state": "latest"})
+    assert isinstance(spec.plan(ctx(True), latest), Change)
+
     result = spec.apply(ctx(False), present, change)
     assert result.data["packages"] == {PACKAGE: version} and dpkg_version(PACKAGE) == version
     assert isinstance(spec.plan(ctx(True), present), Unchanged)
+    assert isinstance(spec.plan(ctx(True), latest), Unchanged)  # the pin is the candidate
 
     absent = spec.with_defaults({"name": PACKAGE, "state": "absent"})
     change = spec.plan(ctx(True), absent)
