@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from isolated_home import own_run_lock
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -41,7 +42,7 @@ def run_rigger(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout_s: float = 300
 ) -> RiggerRun:
     """Run the real CLI; with --output jsonl the events are parsed."""
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **own_run_lock(), **(env or {})}
     proc = subprocess.run(
         [sys.executable, "-m", "engine.cli", *args],
         cwd=cwd,
