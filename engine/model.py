@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+LOCALHOST_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,20 @@ class Host:
 
 @dataclass(frozen=True)
 class Inventory:
+    """``groups``: every group (``all`` and ``ungrouped`` too) with its hosts in Ansible's
+    order; ``direct_hosts``: only those written in the group itself; ``implicit_localhost``:
+    the host ``localhost`` names when the inventory has none (in no group, not even all)."""
+
     hosts: Mapping[str, Host]
     groups: Mapping[str, tuple[str, ...]]
     sources: tuple[str, ...] = ()
+    children: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    direct_hosts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    implicit_localhost: Host | None = None
+
+    def host(self, name: str) -> Host:
+        if name in self.hosts:
+            return self.hosts[name]
+        if self.implicit_localhost is not None and name in LOCALHOST_NAMES:
+            return replace(self.implicit_localhost, name=name)
+        raise KeyError(name)

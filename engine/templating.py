@@ -27,9 +27,10 @@ def is_template(value: Any) -> bool:
 
 
 def contains_template(value: Any) -> bool:
+    """Walks plain dicts and lists only: lazy mappings (``hostvars``) are never forced."""
     if isinstance(value, str):
         return is_template(value)
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         return any(contains_template(v) for v in value.values())
     if isinstance(value, (list, tuple)):
         return any(contains_template(v) for v in value)
@@ -45,7 +46,12 @@ def _configure(env: SandboxedEnvironment) -> SandboxedEnvironment:
     return env
 
 
-_TEXT = _configure(SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True))
+class _Undefined(jinja2.ChainableUndefined, jinja2.StrictUndefined):
+    """Strict when used, but ``x.y is defined`` and ``x.y | default(1)`` work with x
+    undefined, as in Ansible (the attribute of an undefined is undefined, not an error)."""
+
+
+_TEXT = _configure(SandboxedEnvironment(undefined=_Undefined, keep_trailing_newline=True))
 
 
 def environment() -> SandboxedEnvironment:
@@ -186,7 +192,7 @@ def render(value: Any, scope: Mapping[str, Any]) -> Any:
     """Render every template string inside value (dicts and lists walked)."""
     if isinstance(value, str):
         return _render_string(value, scope) if is_template(value) else value
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         return {key: render(item, scope) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [render(item, scope) for item in value]

@@ -164,4 +164,12 @@ def test_bad_options_exit_5(rigger, tmp_path):
     assert rigger("run", str(book), "--forks", "0").rc == 5
     assert rigger("run", str(book), "--no-such-flag").rc == 5
     assert rigger("run", str(book), "-e", "not a pair").rc == 5
-    assert rigger("run", str(book), "--limit", "nosuchhost").rc == 5
+
+
+def test_limit_matching_nothing_exits_1_as_ansible(rigger, tmp_path):
+    """ansible-playbook answers a --limit that leaves no host with exit 1 and this message
+    (checked against real ansible-core by the differential case limit-matches-nothing)."""
+    book = tmp_path / "play.yml"
+    book.write_text("- hosts: localhost\n  tasks: []\n")
+    run = rigger("run", str(book), "--limit", "nosuchhost")
+    assert run.rc == 1 and "leave no hosts to target" in run.stderr

@@ -70,7 +70,8 @@ def test_sandbox_blocks_attribute_escapes():
         ("{{ 5 | string }}", "5"),
         ("{{ {'a': 1} | to_json }}", '{"a": 1}'),
         ("{{ '{\"a\": 1}' | from_json }}", {"a": 1}),
-        ("{{ {'a': 1} | to_yaml }}", "a: 1\n"),
+        ("{{ {'a': 1} | to_yaml }}", "{a: 1}\n"),  # ansible-core's answer: flow style
+        ("{{ {'a': [1, 2]} | to_nice_yaml }}", "a:\n- 1\n- 2\n"),
         ("{{ 'vllm 0.16.0' | regex_search('[0-9.]+') }}", "0.16.0"),
         ("{{ 'a-b' | regex_replace('-', '_') }}", "a_b"),
         ("{{ '/m/k/config.json' | basename }}", "config.json"),
