@@ -310,7 +310,8 @@ def differences(path: str, ansible: Any, rigger: Any) -> Iterator[tuple[str, Any
 
 def compare(case: Case) -> Verdict:
     with tempfile.TemporaryDirectory(prefix=f"diff-{case.name}-") as tmp:
-        work_a, work_r = Path(tmp) / "ansible", Path(tmp) / "rigger"
+        # the same folder name for both, so playbook_dir | basename compares equal
+        work_a, work_r = Path(tmp) / "ansible" / case.name, Path(tmp) / "rigger" / case.name
         shutil.copytree(case.folder, work_a)
         shutil.copytree(case.folder, work_r)
         ansible = observe_ansible(case, work_a)
