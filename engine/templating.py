@@ -17,6 +17,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from engine.errors import TemplateError
 from engine.filters import FILTERS, TESTS
+from engine.lookups import GLOBALS as LOOKUP_GLOBALS
 
 _SINGLE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}|\{%).)*)\}\}\s*$", re.DOTALL)
 _MARKERS = ("{{", "{%", "{#")
@@ -43,6 +44,7 @@ _RESULT = "__rigger_value"
 def _configure(env: SandboxedEnvironment) -> SandboxedEnvironment:
     env.filters.update(FILTERS)
     env.tests.update(TESTS)
+    env.globals.update(LOOKUP_GLOBALS)
     return env
 
 
@@ -59,12 +61,28 @@ def environment() -> SandboxedEnvironment:
     return _TEXT
 
 
+def _escape_backslashes(source: str) -> str:
+    """As Ansible: a backslash in a string literal inside ``{{ }}`` is kept, so
+    ``regex_replace('(\\w+)', '\\1')`` written in YAML reaches re.sub as written."""
+    if "\\" not in source or "{{" not in source:
+        return source
+    pieces, inside = [], False
+    try:
+        for _line, kind, text in _TEXT.lex(_TEXT.preprocess(source)):
+            if kind in ("variable_begin", "variable_end"):
+                inside = kind == "variable_begin"
+            pieces.append(text.replace("\\", "\\\\") if inside and kind == "string" else text)
+    except jinja2.TemplateSyntaxError:
+        return source  # reported by the compiler with the original text
+    return "".join(pieces)
+
+
 @lru_cache(maxsize=4096)
 def _compile(source: str, native: bool) -> jinja2.Template:
     """A single ``{{ expr }}`` becomes ``{% set %}`` so the value keeps its type."""
-    code = source
+    code = _escape_backslashes(source)
     if native:
-        match = _SINGLE_EXPRESSION.match(source)
+        match = _SINGLE_EXPRESSION.match(code)
         assert match is not None
         code = "{% set " + _RESULT + " = (" + match.group("expr") + ") %}"
     try:
@@ -162,8 +180,14 @@ class Scope(Mapping[str, Any]):
         return {key: self[key] for key in self}
 
 
-def _render_string(source: str, scope: Mapping[str, Any]) -> Any:
-    native = bool(_SINGLE_EXPRESSION.match(source))
+def render_text(source: str, scope: Mapping[str, Any]) -> str:
+    """A whole template file rendered to text (the ``template`` lookup)."""
+    return str(_render_string(source, scope, native=False))
+
+
+def _render_string(source: str, scope: Mapping[str, Any], native: bool | None = None) -> Any:
+    if native is None:
+        native = bool(_SINGLE_EXPRESSION.match(source))
     template = _compile(source, native)
     try:
         context = template.new_context(scope, shared=True)  # type: ignore[arg-type]

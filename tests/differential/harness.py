@@ -47,6 +47,7 @@ class Case:
     check: bool = False
     source: str = ""
     known: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ def load_case(folder: Path) -> Case:
         check=bool(spec.get("check", False)),
         source=str(spec.get("source", "")),
         known=known,
+        env=tuple((str(k), str(v)) for k, v in (spec.get("env") or {}).items()),
     )
 
 
@@ -121,9 +123,10 @@ def ensure_ansible() -> Path:
 
 
 # ---- running the two tools ------------------------------------------------------------
-def _ansible_env(work: Path) -> dict[str, str]:
+def _ansible_env(case: Case, work: Path) -> dict[str, str]:
     return {
         **os.environ,
+        **dict(case.env),
         "ANSIBLE_CONFIG": str(work / "no-ansible.cfg"),
         "ANSIBLE_HOME": str(work / ".ansible-home"),
         "ANSIBLE_LOCAL_TEMP": str(work / ".ansible-tmp"),
@@ -131,15 +134,15 @@ def _ansible_env(work: Path) -> dict[str, str]:
         "ANSIBLE_CALLBACKS_ENABLED": "rigger_observe",
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_RETRY_FILES_ENABLED": "0",
-        "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
+        "ANSIBLE_PYTHON_INTERPRETER": str(ANSIBLE_VENV / "bin" / "python"),
         "ANSIBLE_LOCALHOST_WARNING": "0",
         "ANSIBLE_DEPRECATION_WARNINGS": "0",
         "RIGGER_OBSERVE_FILE": str(work / "ansible-observed.jsonl"),
     }
 
 
-def _rigger_env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+def _rigger_env(case: Case) -> dict[str, str]:
+    return {**os.environ, **dict(case.env), "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
 
 
 def _inventory_args(case: Case) -> list[str]:
@@ -165,7 +168,7 @@ def _json_or_error(proc: subprocess.CompletedProcess[str]) -> Any:
 
 def observe_ansible(case: Case, work: Path) -> Observed:
     bin_dir = ensure_ansible()
-    env = _ansible_env(work)
+    env = _ansible_env(case, work)
     started = time.monotonic()
     playbook_dir = ["--playbook-dir", str(Path(case.playbook).parent or ".")] if case.playbook else []
     proc = subprocess.run(
@@ -192,7 +195,7 @@ def observe_ansible(case: Case, work: Path) -> Observed:
 
 def observe_rigger(case: Case, work: Path) -> Observed:
     cli = [sys.executable, "-m", "engine.cli"]
-    env = _rigger_env()
+    env = _rigger_env(case)
     started = time.monotonic()
     playbook_dir = ["--playbook-dir", str(Path(case.playbook).parent or ".")] if case.playbook else []
     proc = subprocess.run(
