@@ -33,6 +33,7 @@ class InventoryData:
     def __post_init__(self) -> None:
         self.add_group("all")
         self.add_group("ungrouped")
+        self.add_child("all", "ungrouped", ("<inventory>", None))
 
     def add_group(self, name: str) -> None:
         self.groups.setdefault(name, GroupData(name))

@@ -13,6 +13,17 @@ from engine.model import Inventory
 
 # The profile ansible-core 2.19 names in _meta; kept so listings compare equal.
 PROFILE = "inventory_legacy"
+# Names ansible-inventory leaves out of hostvars (ansible-core's INTERNAL_STATIC_VARS):
+# magic variables, which an inventory can set but a listing never shows.
+INTERNAL_VARS = frozenset(
+    """ansible_async_path ansible_collection_name ansible_config_file ansible_dependent_role_names
+    ansible_diff_mode ansible_facts ansible_forks ansible_inventory_sources ansible_limit
+    ansible_play_batch ansible_play_hosts ansible_play_hosts_all ansible_play_role_names
+    ansible_playbook_python ansible_role_name ansible_role_names ansible_run_tags ansible_skip_tags
+    ansible_verbosity ansible_version group_names groups hostvars inventory_dir inventory_file
+    inventory_hostname inventory_hostname_short play_hosts playbook_dir role_name role_names
+    role_path role_uuid""".split()
+)
 
 
 def _format_group(inventory: Inventory, group: str, seen: set[str], out: dict[str, Any]) -> None:
@@ -35,6 +46,10 @@ def _format_group(inventory: Inventory, group: str, seen: set[str], out: dict[st
 def listing(inventory: Inventory) -> dict[str, Any]:
     out: dict[str, Any] = {}
     _format_group(inventory, "all", set(), out)
-    hostvars = {name: dict(host.vars) for name, host in inventory.hosts.items() if host.vars}
+    hostvars = {}
+    for name, host in inventory.hosts.items():
+        shown = {key: value for key, value in host.vars.items() if key not in INTERNAL_VARS}
+        if shown:
+            hostvars[name] = shown
     out["_meta"] = {"hostvars": hostvars, "profile": PROFILE}
     return out

@@ -75,9 +75,11 @@ def run_variables(
 
 
 def play_variables(play_hosts: Sequence[str], batch: Sequence[str]) -> dict[str, Any]:
+    """``ansible_play_hosts`` spans every batch of the play; ``ansible_play_batch`` (and the
+    old ``play_hosts``) only the current one."""
     return {
         "ansible_play_hosts_all": list(play_hosts),
-        "ansible_play_hosts": list(batch),
+        "ansible_play_hosts": list(play_hosts),
         "play_hosts": list(batch),
         "ansible_play_batch": list(batch),
     }

@@ -36,15 +36,19 @@ class CallbackModule(CallbackBase):
     def __init__(self) -> None:
         super().__init__()
         self._path = os.environ.get("RIGGER_OBSERVE_FILE", "ansible-observed.jsonl")
+        self._play_uuid = ""
 
     def _write(self, **event: Any) -> None:
         with open(self._path, "a", encoding="utf-8") as stream:
             stream.write(json.dumps(_plain(event)) + "\n")
 
     def v2_playbook_on_play_start(self, play: Any) -> None:
+        # called once per serial batch: the harness wants the play once, with all its hosts
         inventory = play.get_variable_manager()._inventory
-        hosts = [h.name for h in inventory.get_hosts(play.hosts, order=play.order)]
-        self._write(event="play_start", name=play.get_name(), hosts=hosts)
+        hosts = [h.name for h in inventory.get_hosts(play.hosts, order=play.order, ignore_restrictions=True)]
+        if play._uuid != self._play_uuid:
+            self._play_uuid = play._uuid
+            self._write(event="play_start", name=play.get_name(), hosts=hosts)
 
     def v2_playbook_on_task_start(self, task: Any, is_conditional: bool) -> None:
         self._write(event="task_start", name=task.get_name(), module=task.action, handler=False)
@@ -58,7 +62,8 @@ class CallbackModule(CallbackBase):
             status = "changed"
         value = None
         if result.task.action in ("debug", "ansible.builtin.debug") and status == "ok":
-            value = {k: v for k, v in data.items() if not k.startswith("_ansible") and k not in ("changed", "failed")}
+            hidden = ("changed", "failed", "warnings", "deprecations")
+            value = {k: v for k, v in data.items() if not k.startswith("_ansible") and k not in hidden}
         self._write(
             event="task_result",
             host=result.host.name,
