@@ -168,6 +168,15 @@ def items2dict(value: list[Mapping[str, Any]], key_name: str = "key", value_name
     return {item[key_name]: item[value_name] for item in value}
 
 
+def extract(item: Any, container: Any, morekeys: Any = None) -> Any:
+    """``groups.web | map('extract', hostvars, 'ansible_host')``: container[item][morekeys...]."""
+    value = container[item]
+    keys = [] if morekeys is None else morekeys if isinstance(morekeys, list) else [morekeys]
+    for key in keys:
+        value = value[key]
+    return value
+
+
 def mandatory(value: Any, msg: str | None = None) -> Any:
     import jinja2
 
@@ -182,6 +191,7 @@ FILTERS: dict[str, Callable[..., Any]] = {
     "type_debug": type_debug,
     "flatten": flatten,
     "mandatory": mandatory,
+    "extract": extract,
     "b64encode": lambda v, encoding="utf-8": base64.b64encode(str(v).encode(encoding)).decode("ascii"),
     "b64decode": lambda v, encoding="utf-8": base64.b64decode(str(v)).decode(encoding),
     "to_json": to_json,

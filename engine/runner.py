@@ -129,10 +129,11 @@ class Runner:
 
     def _lock(self, host: HostRun) -> HostResult | None:
         """Take the host's run lock once per run; a held lock makes the host unreachable."""
-        if self.options.check_mode or not to_bool(host.inventory_vars.get("rigger_run_lock", True)):
+        settings = self._connection_vars(host.name)
+        if self.options.check_mode or not to_bool(settings.get("rigger_run_lock", True)):
             return None
         try:
-            warning = self._locks.take(host.name, self._connection_vars(host.name), host.conn, self.owner)
+            warning = self._locks.take(host.name, settings, host.conn, self.owner)
         except HostUnreachable as exc:
             return HostResult(host.name, "Acquiring the run lock", "unreachable", False, msg=str(exc))
         if warning:
