@@ -16,13 +16,41 @@ PROFILE = "inventory_legacy"
 # Names ansible-inventory leaves out of hostvars (ansible-core's INTERNAL_STATIC_VARS):
 # magic variables, which an inventory can set but a listing never shows.
 INTERNAL_VARS = frozenset(
-    """ansible_async_path ansible_collection_name ansible_config_file ansible_dependent_role_names
-    ansible_diff_mode ansible_facts ansible_forks ansible_inventory_sources ansible_limit
-    ansible_play_batch ansible_play_hosts ansible_play_hosts_all ansible_play_role_names
-    ansible_playbook_python ansible_role_name ansible_role_names ansible_run_tags ansible_skip_tags
-    ansible_verbosity ansible_version group_names groups hostvars inventory_dir inventory_file
-    inventory_hostname inventory_hostname_short play_hosts playbook_dir role_name role_names
-    role_path role_uuid""".split()
+    [
+        "ansible_async_path",
+        "ansible_collection_name",
+        "ansible_config_file",
+        "ansible_dependent_role_names",
+        "ansible_diff_mode",
+        "ansible_facts",
+        "ansible_forks",
+        "ansible_inventory_sources",
+        "ansible_limit",
+        "ansible_play_batch",
+        "ansible_play_hosts",
+        "ansible_play_hosts_all",
+        "ansible_play_role_names",
+        "ansible_playbook_python",
+        "ansible_role_name",
+        "ansible_role_names",
+        "ansible_run_tags",
+        "ansible_skip_tags",
+        "ansible_verbosity",
+        "ansible_version",
+        "group_names",
+        "groups",
+        "hostvars",
+        "inventory_dir",
+        "inventory_file",
+        "inventory_hostname",
+        "inventory_hostname_short",
+        "play_hosts",
+        "playbook_dir",
+        "role_name",
+        "role_names",
+        "role_path",
+        "role_uuid",
+    ]
 )
 
 
