@@ -215,11 +215,16 @@ def _yaml_group(data: InventoryData, name: str, body: Any, file: str, line: int 
             )
 
 
+def _mapping(value: Any, what: str, file: str, line: int | None) -> Mapping[Any, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValidationError(f"{what} must be a mapping", file=file, line=line)
+    return value
+
+
 def _yaml_children(data: InventoryData, parent: str, children: Any, file: str, line: int | None) -> None:
-    if children is None:
-        return
-    if not isinstance(children, Mapping):
-        raise ValidationError(f"group '{parent}': children must be a mapping of groups", file=file, line=line)
+    children = _mapping(children, f"group '{parent}': children", file, line)
     for child, child_body in children.items():
         child_line = line_of(children, child)
         _yaml_group(data, str(child), child_body, file, child_line)
@@ -227,10 +232,7 @@ def _yaml_children(data: InventoryData, parent: str, children: Any, file: str, l
 
 
 def _yaml_hosts(data: InventoryData, group: str, hosts: Any, file: str, line: int | None) -> None:
-    if hosts is None:
-        return
-    if not isinstance(hosts, Mapping):
-        raise ValidationError(f"group '{group}': hosts must be a mapping of host names", file=file, line=line)
+    hosts = _mapping(hosts, f"group '{group}': hosts", file, line)
     for pattern, host_vars in hosts.items():
         where = (file, line_of(hosts, pattern))
         if host_vars is not None and not isinstance(host_vars, Mapping):

@@ -46,13 +46,17 @@ def _env(variables: Mapping[str, Any], terms: list[Any], kw: dict[str, Any]) -> 
     return [os.environ.get(str(term), default) for term in terms]
 
 
+def _read(variables: Mapping[str, Any], subdir: str, term: Any, lookup: str) -> str:
+    path = _search(variables, subdir, term)
+    if path is None or not path.is_file():
+        raise LookupFailed(f"the '{lookup}' lookup could not locate file {term!r}")
+    return path.read_text(encoding="utf-8")
+
+
 def _file(variables: Mapping[str, Any], terms: list[Any], kw: dict[str, Any]) -> list[Any]:
     found = []
     for term in terms:
-        path = _search(variables, "files", term)
-        if path is None or not path.is_file():
-            raise LookupFailed(f"the 'file' lookup could not locate file {term!r}")
-        text = path.read_text(encoding="utf-8")
+        text = _read(variables, "files", term, "file")
         if kw.get("rstrip", True):
             text = text.rstrip()
         if kw.get("lstrip", False):
@@ -64,14 +68,7 @@ def _file(variables: Mapping[str, Any], terms: list[Any], kw: dict[str, Any]) ->
 def _template(variables: Mapping[str, Any], terms: list[Any], kw: dict[str, Any]) -> list[Any]:
     from engine import templating
 
-    rendered = []
-    for term in terms:
-        path = _search(variables, "templates", term)
-        if path is None or not path.is_file():
-            raise LookupFailed(f"the 'template' lookup could not locate file {term!r}")
-        source = path.read_text(encoding="utf-8")
-        rendered.append(templating.render_text(source, variables))
-    return rendered
+    return [templating.render_text(_read(variables, "templates", term, "template"), variables) for term in terms]
 
 
 def _pipe(variables: Mapping[str, Any], terms: list[Any], kw: dict[str, Any]) -> list[Any]:

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -169,58 +169,50 @@ def _json_or_error(proc: subprocess.CompletedProcess[str]) -> Any:
     return json.loads(proc.stdout)
 
 
-def observe_ansible(case: Case, work: Path) -> Observed:
-    bin_dir = ensure_ansible()
-    env = _ansible_env(case, work)
+@dataclass(frozen=True)
+class _Tool:
+    """How to ask one tool: the inventory listing, a playbook run, where its events are."""
+
+    lister: list[str]
+    runner: list[str]
+    env: dict[str, str]
+    events: Callable[[Path, str], list[dict[str, Any]]]
+
+
+def _observe(case: Case, work: Path, tool: _Tool) -> Observed:
     started = time.monotonic()
     playbook_dir = ["--playbook-dir", str(Path(case.playbook).parent or ".")] if case.playbook else []
-    proc = subprocess.run(
-        [str(bin_dir / "ansible-inventory"), *_inventory_args(case), *playbook_dir, "--list"],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    listing = [*tool.lister, *_inventory_args(case), *playbook_dir, "--list"]
+    proc = subprocess.run(listing, cwd=work, env=tool.env, capture_output=True, text=True)
     inventory = _json_or_error(proc)
     run = None
     if case.playbook:
-        proc = subprocess.run(
-            [str(bin_dir / "ansible-playbook"), *_run_args(case), case.playbook],
-            cwd=work,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        events = _read_jsonl(work / "ansible-observed.jsonl")
-        run = _normalise_run(events, proc.returncode, proc.stdout + proc.stderr)
+        command = [*tool.runner, *_run_args(case), case.playbook]
+        proc = subprocess.run(command, cwd=work, env=tool.env, capture_output=True, text=True)
+        run = _normalise_run(tool.events(work, proc.stdout), proc.returncode, proc.stdout + proc.stderr)
     return Observed(inventory, run, time.monotonic() - started)
+
+
+def observe_ansible(case: Case, work: Path) -> Observed:
+    bin_dir = ensure_ansible()
+    tool = _Tool(
+        lister=[str(bin_dir / "ansible-inventory")],
+        runner=[str(bin_dir / "ansible-playbook")],
+        env=_ansible_env(case, work),
+        events=lambda folder, _stdout: _read_jsonl(folder / "ansible-observed.jsonl"),
+    )
+    return _observe(case, work, tool)
 
 
 def observe_rigger(case: Case, work: Path) -> Observed:
     cli = [sys.executable, "-m", "engine.cli"]
-    env = _rigger_env(case)
-    started = time.monotonic()
-    playbook_dir = ["--playbook-dir", str(Path(case.playbook).parent or ".")] if case.playbook else []
-    proc = subprocess.run(
-        [*cli, "inventory", *_inventory_args(case), *playbook_dir, "--list"],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
+    tool = _Tool(
+        lister=[*cli, "inventory"],
+        runner=[*cli, "run", "-e", NO_RUN_LOCK, "--output", "jsonl"],
+        env=_rigger_env(case),
+        events=lambda _folder, stdout: [json.loads(line) for line in stdout.splitlines() if line.startswith("{")],
     )
-    inventory = _json_or_error(proc)
-    run = None
-    if case.playbook:
-        proc = subprocess.run(
-            [*cli, "run", *_run_args(case), "-e", NO_RUN_LOCK, "--output", "jsonl", case.playbook],
-            cwd=work,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-        run = _normalise_run(events, proc.returncode, proc.stdout + proc.stderr)
-    return Observed(inventory, run, time.monotonic() - started)
+    return _observe(case, work, tool)
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
