@@ -29,6 +29,7 @@ class GroupData:
 class InventoryData:
     groups: dict[str, GroupData] = field(default_factory=dict)
     hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    direct_groups: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.add_group("all")
@@ -41,7 +42,9 @@ class InventoryData:
     def add_host(self, name: str, group: str, port: int | None, where: tuple[str, int | None]) -> None:
         self.add_group(group)
         self.hosts.setdefault(name, {})
-        if name not in self.groups[group].hosts:
+        memberships = self.direct_groups.setdefault(name, [])
+        if group not in memberships:
+            memberships.append(group)
             self.groups[group].hosts.append(name)
         if port is not None:
             self.hosts[name]["ansible_port"] = port
@@ -101,13 +104,15 @@ class InventoryData:
         for name in list(self.groups):
             if name != "all" and not self.groups[name].parents:
                 self.add_child("all", name, ("<inventory>", None))
-        in_a_group = {h for name, g in self.groups.items() if name not in ("all", "ungrouped") for h in g.hosts}
         ungrouped = self.groups["ungrouped"]
-        ungrouped.hosts = [h for h in ungrouped.hosts if h not in in_a_group]
-        for host in self.hosts:
-            if host not in in_a_group and host not in ungrouped.hosts:
-                ungrouped.hosts.append(host)
-        self.groups["all"].hosts = [h for h in self.groups["all"].hosts if h not in ungrouped.hosts]
+        for memberships in self.direct_groups.values():
+            grouped = any(g not in ("all", "ungrouped") for g in memberships)
+            if grouped and "ungrouped" in memberships:
+                memberships.remove("ungrouped")
+            elif not grouped and "ungrouped" not in memberships:
+                memberships.append("ungrouped")
+        ungrouped.hosts = [h for h in self.hosts if "ungrouped" in self.direct_groups[h]]
+        self.groups["all"].hosts = [h for h in self.groups["all"].hosts if h not in set(ungrouped.hosts)]
         self._depths()
 
     def _depths(self) -> None:
@@ -127,8 +132,9 @@ class InventoryData:
         return list(hosts)
 
     def groups_of(self, host: str) -> list[str]:
-        direct = [name for name, g in self.groups.items() if host in g.hosts]
-        found = set(direct) | {"all"}
-        for name in direct:
+        """Every group the host is in, directly or through children, in declaration order."""
+        found = {"all"}
+        for name in self.direct_groups.get(host, []):
+            found.add(name)
             found |= self.ancestors(name)
         return [name for name in self.groups if name in found]

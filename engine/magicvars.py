@@ -59,10 +59,19 @@ class HostVars(Mapping[str, Any]):
 
 
 def run_variables(
-    inventory: Inventory, check_mode: bool, diff: bool, forks: int, limit: str | None, verbosity: int
+    inventory: Inventory,
+    check_mode: bool,
+    diff: bool,
+    forks: int,
+    limit: str | None,
+    verbosity: int,
+    tags: frozenset[str] = frozenset(),
+    skip_tags: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """The same for every host and play of one run."""
     return {
+        "ansible_run_tags": sorted(tags) or ["all"],
+        "ansible_skip_tags": sorted(skip_tags),
         "groups": {group: list(hosts) for group, hosts in inventory.groups.items()},
         "ansible_check_mode": check_mode,
         "ansible_diff_mode": diff,

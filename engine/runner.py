@@ -91,7 +91,14 @@ class Runner:
         self._locks = HostLocks()
         self.owner = "rigger run"
         self._run_magic = magicvars.run_variables(
-            inventory, options.check_mode, options.diff, options.forks, options.limit, options.verbosity
+            inventory,
+            options.check_mode,
+            options.diff,
+            options.forks,
+            options.limit,
+            options.verbosity,
+            options.tags,
+            options.skip_tags,
         )
         self._hosts: dict[str, HostRun] = {}
         self._host_data: dict[str, dict[str, Any]] = {}

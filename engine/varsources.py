@@ -65,13 +65,22 @@ class VarsDirs:
     inventory_bases: Sequence[Path]
     playbook_base: Path | None = None
     _cache: dict[tuple[Path, str, str], dict[str, Any]] = field(default_factory=dict)
+    _listings: dict[Path, frozenset[str]] = field(default_factory=dict)
+
+    def _present(self, folder: Path, name: str) -> bool:
+        """One directory listing per folder instead of four stat calls per host."""
+        if folder not in self._listings:
+            self._listings[folder] = frozenset(p.name for p in folder.iterdir()) if folder.is_dir() else frozenset()
+        listing = self._listings[folder]
+        return any(f"{name}{extension}" in listing for extension in ("", *VARS_EXTENSIONS))
 
     def _load(self, base: Path, kind: str, name: str) -> dict[str, Any]:
         key = (base, kind, name)
         if key not in self._cache:
             merged: dict[str, Any] = {}
-            for path in vars_files(base / kind, name):
-                merged.update(load_vars_file(path))
+            if self._present(base / kind, name):
+                for path in vars_files(base / kind, name):
+                    merged.update(load_vars_file(path))
             self._cache[key] = merged
         return self._cache[key]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,7 @@ class Case:
     source: str = ""
     known: tuple[tuple[str, str], ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    unordered: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,7 @@ def load_case(folder: Path) -> Case:
         source=str(spec.get("source", "")),
         known=known,
         env=tuple((str(k), str(v)) for k, v in (spec.get("env") or {}).items()),
+        unordered=tuple(str(p) for p in spec.get("unordered") or ()),
     )
 
 
@@ -306,6 +309,26 @@ def differences(path: str, ansible: Any, rigger: Any) -> Iterator[tuple[str, Any
         yield path, ansible, rigger
 
 
+_PATH_STEP = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
+
+
+def _sort_at(answer: Any, path: str) -> None:
+    """Sort the list at ``path`` (e.g. ``run.plays[1].hosts``) in place, when it is there."""
+    steps = [int(index) if index else key for key, index in _PATH_STEP.findall(path)]
+    node = answer
+    for step in steps[:-1]:
+        try:
+            node = node[step]
+        except (KeyError, IndexError, TypeError):
+            return
+    try:
+        found = node[steps[-1]]
+    except (KeyError, IndexError, TypeError):
+        return
+    if isinstance(found, list):
+        node[steps[-1]] = sorted(found, key=json.dumps)
+
+
 def compare(case: Case) -> Verdict:
     with tempfile.TemporaryDirectory(prefix=f"diff-{case.name}-") as tmp:
         # the same folder name for both, so playbook_dir | basename compares equal
@@ -315,11 +338,13 @@ def compare(case: Case) -> Verdict:
         ansible = observe_ansible(case, work_a)
         rigger = observe_rigger(case, work_r)
     verdict = Verdict(case, ansible_s=ansible.seconds, rigger_s=rigger.seconds)
-    verdict.differences += differences(
-        "inventory", _normalise_inventory(ansible.inventory), _normalise_inventory(rigger.inventory)
-    )
+    answers = [{"inventory": _normalise_inventory(o.inventory), "run": o.run} for o in (ansible, rigger)]
+    for path in case.unordered:
+        for answer in answers:
+            _sort_at(answer, path)
+    verdict.differences += differences("inventory", answers[0]["inventory"], answers[1]["inventory"])
     if case.playbook:
-        verdict.differences += differences("run", ansible.run, rigger.run)
+        verdict.differences += differences("run", answers[0]["run"], answers[1]["run"])
         verdict.output = {"ansible": ansible.run["_output"], "rigger": rigger.run["_output"]}
     seen = [d[0] for d in verdict.differences]
     verdict.stale_known = [
