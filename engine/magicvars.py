@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from typing import Any
 
 from engine.model import Inventory
@@ -83,14 +83,16 @@ def run_variables(
     }
 
 
-def play_variables(play_hosts: Sequence[str], batch: Sequence[str]) -> dict[str, Any]:
-    """``ansible_play_hosts`` spans every batch of the play; ``ansible_play_batch`` (and the
-    old ``play_hosts``) only the current one."""
+def play_variables(play_hosts: Sequence[str], batch: Sequence[str], down: Set[str] = frozenset()) -> dict[str, Any]:
+    """``ansible_play_hosts`` spans every batch of the play, ``ansible_play_batch`` (and the
+    old ``play_hosts``) only the current one; both leave out the hosts that failed or were
+    unreachable (``down``), ``ansible_play_hosts_all`` keeps them."""
+    batch_alive = [h for h in batch if h not in down]
     return {
         "ansible_play_hosts_all": list(play_hosts),
-        "ansible_play_hosts": list(play_hosts),
-        "play_hosts": list(batch),
-        "ansible_play_batch": list(batch),
+        "ansible_play_hosts": [h for h in play_hosts if h not in down],
+        "play_hosts": batch_alive,
+        "ansible_play_batch": batch_alive,
     }
 
 

@@ -60,7 +60,7 @@ class HostRun:
     """A host's mutable state during one play."""
 
     name: str
-    inventory_vars: Mapping[str, Any]
+    inventory_vars: dict[str, Any]
     conn: Connection
     data: dict[str, Any] = field(default_factory=dict)
     failed: bool = False
@@ -101,6 +101,8 @@ class Runner:
             options.skip_tags,
         )
         self._hosts: dict[str, HostRun] = {}
+        self._play_names: list[str] = []
+        self._batch_names: list[str] = []
         self._host_data: dict[str, dict[str, Any]] = {}
         self._hostvars = magicvars.HostVars(inventory, self._scope_of)
 
@@ -213,7 +215,8 @@ class Runner:
         for name in names:
             self.stats.setdefault(name, _new_stats())
         for batch in batches(names, play.serial):
-            batch_vars = {**play_vars, **magicvars.play_variables(names, batch)}
+            self._play_names, self._batch_names = names, batch
+            batch_vars = {**play_vars, **magicvars.play_variables(names, batch, self._down())}
             hosts = [self._host_run(name, batch_vars) for name in batch]
             self._hosts.update((h.name, h) for h in hosts)
             if not self._batch(play, hosts):
@@ -228,6 +231,10 @@ class Runner:
             conn=self.connection(name),
             data=self._data_of(name),
         )
+
+    def _down(self) -> set[str]:
+        """Hosts whose failure was not rescued (nor ignored), or that were unreachable."""
+        return {name for name, counts in self.stats.items() if counts["failed"] or counts["unreachable"]}
 
     def _templated_vars(self, name: str, play_vars: Mapping[str, Any]) -> dict[str, Any]:
         """Inventory, then magic, then play variables: all still templates, rendered on use."""
@@ -364,6 +371,9 @@ class Runner:
             return
         self.emit(TaskStarted(task.display_name, task.module, str(task.location), handler))
         self._in_flight = {h.name: task.display_name for h in hosts}
+        play_magic = magicvars.play_variables(self._play_names, self._batch_names, self._down())
+        for host in hosts:
+            host.inventory_vars.update(play_magic)
 
         def run_on(host: HostRun) -> Outcome:
             scope = templating.Scope(host.inventory_vars, host.data, self.options.extra_vars)
