@@ -81,7 +81,7 @@ def run(
         extra_vars=extra_vars,
         verbosity=verbose,
     )
-    if limit and not select_hosts(inventory, limit):
+    if limit and inventory.hosts and not select_hosts(inventory, "all", limit):
         raise RiggerError(f"--limit {limit!r}: the inventory, host pattern and --limit leave no hosts to target")
     sink = _sink(output, diff, verbose)
     runner = Runner(inventory, options, sink.emit)

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from pathlib import Path
 
-from engine.errors import ValidationError
+from engine.errors import RiggerError, ValidationError
 from engine.model import LOCALHOST_NAMES, Inventory
 
 _SUBSCRIPT = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)([:-])([0-9]*))\]$")
@@ -109,10 +110,24 @@ def _evaluate(inventory: Inventory, terms: list[str]) -> list[str]:
     return list(dict.fromkeys(hosts))
 
 
+def _limit_terms(limit: str) -> list[str]:
+    """``--limit`` terms; ``@file`` stands for the host names in that file, one a line."""
+    terms: list[str] = []
+    for term in split_pattern(limit):
+        if not term.startswith("@"):
+            terms.append(term)
+            continue
+        path = Path(term[1:])
+        if not path.is_file():
+            raise RiggerError(f"--limit {term}: unable to find limit file {path} (a file of host names)")
+        terms += [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return terms
+
+
 def select_hosts(inventory: Inventory, pattern: str, limit: str | None = None) -> list[str]:
     """The hosts ``pattern`` names, further restricted by ``limit`` (``--limit``)."""
     hosts = _evaluate(inventory, split_pattern(pattern))
     if limit:
-        allowed = set(_evaluate(inventory, split_pattern(limit)))
+        allowed = set(_evaluate(inventory, _limit_terms(limit)))
         hosts = [h for h in hosts if h in allowed]
     return hosts
