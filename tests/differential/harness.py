@@ -271,7 +271,7 @@ def _normalise_run(events: list[dict[str, Any]], exit_code: int, output: str) ->
 
 
 def _rigger_debug_value(event: dict[str, Any], module: str) -> Any:
-    if module.rpartition(".")[2] != "debug" or event.get("status") == "skipped":
+    if module.rpartition(".")[2] != "debug" or event.get("status") != "ok":
         return None
     return dict(event.get("data") or {})
 
