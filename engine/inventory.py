@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from engine.errors import ValidationError
 from engine.inventory_data import InventoryData
@@ -27,25 +28,28 @@ IGNORED_EXTENSIONS = (".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".txt"
 VARS_FOLDERS = ("group_vars", "host_vars")
 
 
-def _looks_like_yaml_inventory(path: Path, text: str) -> bool:
+def _yaml_document(path: Path, text: str) -> Any:
+    """The YAML document when ansible-core's yaml plugin would take the file, else None:
+    a .yml/.yaml/.json file always; a file without extension when it parses to a mapping."""
     if path.suffix in YAML_EXTENSIONS:
-        return True
+        document = load_text(text, str(path))
+        if document is None:
+            raise ValidationError("the inventory is empty", file=str(path))
+        return document
     if path.suffix:
-        return False
+        return None
     try:
         document = load_text(text, str(path))
     except ValidationError:
-        return False
-    return isinstance(document, dict)
+        return None
+    return document if isinstance(document, dict) else None
 
 
 def _read_file(data: InventoryData, path: Path) -> None:
     name = str(path)
     text = decode(path.read_bytes(), name)
-    if _looks_like_yaml_inventory(path, text):
-        document = load_text(text, name)
-        if document is None:
-            raise ValidationError("the inventory is empty", file=name)
+    document = _yaml_document(path, text)
+    if document is not None:
         read_yaml(data, document, name)
     else:
         read_ini(data, text, name)

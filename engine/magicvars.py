@@ -47,8 +47,7 @@ class HostVars(Mapping[str, Any]):
         self._scope_of = scope_of
 
     def __getitem__(self, name: str) -> Mapping[str, Any]:
-        if name not in self._inventory.hosts:
-            raise KeyError(name)
+        self._inventory.host(name)  # KeyError for a name that is no host (implicit localhost is)
         return self._scope_of(name)
 
     def __iter__(self) -> Iterator[str]:
