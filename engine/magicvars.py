@@ -33,7 +33,6 @@ NAMES = frozenset(
         "ansible_playbook_python",
         "ansible_inventory_sources",
         "playbook_dir",
-        "omit",
         "facts",
     }
 )
