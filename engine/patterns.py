@@ -14,7 +14,7 @@ import fnmatch
 import re
 from pathlib import Path
 
-from engine.errors import RiggerError, ValidationError
+from engine.errors import RiggerError
 from engine.model import LOCALHOST_NAMES, Inventory
 
 _SUBSCRIPT = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)([:-])([0-9]*))\]$")
@@ -22,8 +22,8 @@ _COLON_TERMS = re.compile(r"(?:[^\s:\[\]]|\[[^\]]*\])+")
 _IPV6 = re.compile(r"^[0-9a-fA-F:]+$")
 
 
-class PatternError(ValidationError):
-    pass
+class PatternError(RiggerError):
+    """A pattern that cannot be evaluated: ansible-playbook stops with exit 1 (not 4)."""
 
 
 def split_pattern(pattern: str) -> list[str]:
