@@ -15,8 +15,8 @@ from typing import Any
 from engine.errors import ValidationError
 from engine.inventory_data import InventoryData
 from engine.inventory_formats import expand_range, read_ini, read_yaml
-from engine.model import Host, Inventory
 from engine.patterns import select_hosts
+from engine.playbook import Host, Inventory
 from engine.varsources import VarsDirs, host_variables, implicit_localhost_variables
 from engine.yamlload import decode, load_text
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.model import Inventory
+from engine.playbook import Inventory
 
 # The profile ansible-core 2.19 names in _meta; kept so listings compare equal.
 PROFILE = "inventory_legacy"

@@ -9,9 +9,10 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from typing import Any
 
-from engine.model import Inventory
+from engine.playbook import Inventory
 
-NAMES = frozenset(
+# every name a run defines without the user (the static check accepts exactly these)
+MAGIC_VARIABLES = frozenset(
     {
         "inventory_hostname",
         "inventory_hostname_short",

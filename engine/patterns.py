@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from engine.errors import RiggerError
-from engine.model import LOCALHOST_NAMES, Inventory
+from engine.playbook import LOCALHOST_NAMES, Inventory
 
 _SUBSCRIPT = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)([:-])([0-9]*))\]$")
 _COLON_TERMS = re.compile(r"(?:[^\s:\[\]]|\[[^\]]*\])+")

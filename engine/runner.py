@@ -26,9 +26,7 @@ from engine.errors import (
 )
 from engine.executor import ExecOptions, Outcome, TaskRunner
 from engine.filters import to_bool
-from engine.hostlocks import HostLocks
 from engine.inventory import select_hosts
-from engine.model import Block, Inventory, Play, Playbook, Step, Task
 from engine.output.events import (
     COUNTERS,
     Event,
@@ -37,9 +35,12 @@ from engine.output.events import (
     PlayStarted,
     Progress,
     Recap,
+    Status,
     TaskFinished,
     TaskStarted,
 )
+from engine.playbook import Block, Inventory, Play, Playbook, Step, Task
+from engine.runlock.hostlocks import HostLocks
 from engine.yamlload import load_file
 
 
@@ -144,7 +145,7 @@ class Runner:
         try:
             warning = self._locks.take(host.name, settings, host.conn, self.owner)
         except HostUnreachable as exc:
-            return HostResult(host.name, "Acquiring the run lock", "unreachable", False, msg=str(exc))
+            return HostResult(host.name, "Acquiring the run lock", Status.UNREACHABLE, False, msg=str(exc))
         if warning:
             self.emit(Notice("warning", warning, host.name))
         return None
@@ -243,7 +244,7 @@ class Runner:
 
     def _data_of(self, name: str) -> dict[str, Any]:
         """Facts, registered results and set_fact values: kept for the whole run, as in Ansible."""
-        return self._host_data.setdefault(name, {"facts": {"gpus": [], "gpu_count": 0, "gpu_backend": "none"}})
+        return self._host_data.setdefault(name, {"facts": facts_mod.defaults()})
 
     def _scope_of(self, name: str) -> templating.Scope:
         """What ``hostvars[name]`` shows: that host's variables in the current play."""
@@ -281,11 +282,11 @@ class Runner:
             started = time.monotonic()
             try:
                 host.data["facts"] = facts_mod.gather(host.conn)
-                return HostResult(host.name, "Gathering Facts", "ok", False, duration_s=time.monotonic() - started)
+                return HostResult(host.name, "Gathering Facts", Status.OK, False, duration_s=time.monotonic() - started)
             except HostUnreachable as exc:
-                return HostResult(host.name, "Gathering Facts", "unreachable", False, msg=str(exc))
+                return HostResult(host.name, "Gathering Facts", Status.UNREACHABLE, False, msg=str(exc))
             except RiggerError as exc:
-                return HostResult(host.name, "Gathering Facts", "failed", False, msg=str(exc))
+                return HostResult(host.name, "Gathering Facts", Status.FAILED, False, msg=str(exc))
 
         for host, result in zip(hosts, self._parallel(gather, hosts), strict=True):
             self._record(host, result, "Gathering Facts")
@@ -316,7 +317,7 @@ class Runner:
         if result.status == "changed":
             stats["changed"] += 1
             stats["ok"] += 1
-        elif result.status in ("ok", "skipped", "failed", "unreachable"):
+        elif result.status in (Status.OK, Status.SKIPPED, Status.FAILED, Status.UNREACHABLE):
             stats[result.status] += 1
         if result.status == "failed":
             host.failed = True
