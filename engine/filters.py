@@ -50,7 +50,8 @@ def regex_findall(value: str, pattern: str) -> list[Any]:
 
 def to_yaml(value: Any, *_args: Any, default_flow_style: bool | None = None, **kwargs: Any) -> str:
     """Ansible's to_yaml: terse, flow style for the innermost collections, keys sorted."""
-    return yaml.safe_dump(_plain(value), allow_unicode=True, default_flow_style=default_flow_style, **kwargs)
+    text: str = yaml.safe_dump(_plain(value), allow_unicode=True, default_flow_style=default_flow_style, **kwargs)
+    return text
 
 
 def to_nice_yaml(value: Any, indent: int = 4, *_args: Any, **kwargs: Any) -> str:
