@@ -1,11 +1,13 @@
 """Read-only view of a shared-memory directory (/dev/shm): entries and who uses them.
 
 Args: ``path`` (default /dev/shm), ``patterns`` (shell globs on the name), ``min_age_s``,
-``owners`` (user names or uids; empty = anyone). Every entry directly in ``path`` is
-looked at without following symlinks. An entry is "in use" when any live process has it
+``owners`` (user names or uids; empty = anyone). The directory is resolved on the host
+and must be a tmpfs (statfs magic; mountinfo by device where ctypes is missing): any
+other directory is refused. Every entry directly in it is looked at without following
+symlinks; subdirectories are never entered. An entry is "in use" when any live process has it
 open (/proc/PID/fd) or mapped (/proc/PID/maps), compared by device and inode, not name.
 Answer: ``entries`` [{name, type, size, uid, user, age_s, dev, ino, in_use_by, candidate,
-reason}], ``free_mib``, ``total_mib``, ``unreadable_pids`` (processes whose fds/maps could
+reason}], ``path`` (resolved), ``free_mib``, ``total_mib``, ``unreadable_pids`` (processes whose fds/maps could
 not be read: as root they are reported only; otherwise a segment one of them could
 have opened is not proven unused).
 """
@@ -15,6 +17,8 @@ import os
 import pwd
 import stat
 import time
+
+TMPFS_MAGIC = 0x01021994
 
 
 def _type(mode):
@@ -135,11 +139,50 @@ def _classify(entry, patterns, min_age_s, owners, unreadable):
     return None
 
 
-def _entries(path):
+def _statfs_type(fd):
+    """The filesystem magic of an open fd (statfs f_type, the struct's first field)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(512)
+    if libc.fstatfs(fd, buf) != 0:
+        raise OSError(ctypes.get_errno(), "fstatfs failed")
+    return ctypes.c_long.from_buffer(buf).value
+
+
+def _mountinfo_type(fd):
+    dev = os.fstat(fd).st_dev
+    wanted = f"{os.major(dev)}:{os.minor(dev)}"
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            fields, _, tail = line.partition(" - ")
+            if fields.split(" ")[2:3] == [wanted]:
+                return tail.split(" ")[0]
+    return None
+
+
+def is_tmpfs(fd):
+    try:
+        return _statfs_type(fd) == TMPFS_MAGIC
+    except (ImportError, AttributeError, OSError):
+        return _mountinfo_type(fd) == "tmpfs"
+
+
+def open_shm_dir(path):
+    """An fd of the resolved directory, refused unless it is a tmpfs."""
+    real = os.path.realpath(path)
+    fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    if not is_tmpfs(fd):
+        os.close(fd)
+        raise ValueError(f"{path} ({real}) is not a tmpfs: only a shared-memory directory is cleaned")
+    return real, fd
+
+
+def _entries(dir_fd):
     now = time.time()
     users = {}
     out = []
-    for item in os.scandir(path):
+    for item in os.scandir(dir_fd):
         st = item.stat(follow_symlinks=False)
         out.append(
             {
@@ -159,8 +202,8 @@ def _entries(path):
     return out
 
 
-def inspect(path, patterns, min_age_s, owners):
-    entries = _entries(path)
+def inspect(dir_fd, patterns, min_age_s, owners):
+    entries = _entries(dir_fd)
     in_use, unreadable = users_of({(e["dev"], e["ino"]) for e in entries if e["type"] == "file"})
     for entry in entries:
         entry["in_use_by"] = sorted(in_use.get((entry["dev"], entry["ino"]), []))
@@ -169,8 +212,8 @@ def inspect(path, patterns, min_age_s, owners):
     return entries, unreadable
 
 
-def space(path):
-    st = os.statvfs(path)
+def space(dir_fd):
+    st = os.statvfs(dir_fd)
     return {
         "free_mib": st.f_bavail * st.f_frsize // 2**20,
         "total_mib": st.f_blocks * st.f_frsize // 2**20,
@@ -178,11 +221,14 @@ def space(path):
 
 
 def main(args):
-    path = args.get("path", "/dev/shm")
-    entries, unreadable = inspect(
-        path,
-        list(args.get("patterns") or []),
-        float(args.get("min_age_s", 0)),
-        [str(o) for o in args.get("owners") or []],
-    )
-    return {"path": path, "entries": entries, "unreadable_pids": unreadable, **space(path)}
+    path, dir_fd = open_shm_dir(args.get("path", "/dev/shm"))
+    try:
+        entries, unreadable = inspect(
+            dir_fd,
+            list(args.get("patterns") or []),
+            float(args.get("min_age_s", 0)),
+            [str(o) for o in args.get("owners") or []],
+        )
+        return {"path": path, "entries": entries, "unreadable_pids": unreadable, **space(dir_fd)}
+    finally:
+        os.close(dir_fd)

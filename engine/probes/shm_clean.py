@@ -3,16 +3,18 @@
 Args: ``path``, ``patterns``, ``min_age_s``, ``owners`` (as for the ``shm`` probe) and
 ``names`` [{name, dev, ino, ctime_ns}] chosen by the planner. The directory is inspected
 again (open fds and maps of every process); a name is unlinked only if it is still a
-regular file with the same device, inode and change time, still unused, old enough and
-owned as asked. The unlink is relative to a descriptor of the directory, so nothing
-outside it is touched. Answer: ``removed`` [{name, bytes}], ``skipped`` [{name,
-reason}], ``free_mib``.
+regular file with the same device, inode and change time (checked again relative to the
+opened directory just before the unlink), still unused, old enough and owned as asked.
+The unlink is relative to a descriptor of the directory the ``shm`` probe resolved and
+found to be a tmpfs, so nothing outside it is touched. Answer: ``removed`` [{name,
+bytes}], ``skipped`` [{name, reason}], ``free_mib``.
 """
 
 MUTATES = True
 USES = ("shm",)
 
 import os
+import stat
 
 
 def _safe_name(name):
@@ -22,6 +24,14 @@ def _safe_name(name):
 def _identity(entry):
     """Device, inode and change time: an inode number alone is reused at once on tmpfs."""
     return (entry["dev"], entry["ino"], entry.get("ctime_ns"))
+
+
+def _still_there(dir_fd, name, want):
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino, st.st_ctime_ns) == _identity(want)
 
 
 def main(args):
@@ -37,7 +47,7 @@ def main(args):
     )
     current = {e["name"]: e for e in now["entries"]}
     removed, skipped = [], []
-    dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    dir_fd = os.open(now["path"], os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         for want in args.get("names", []):
             name = want["name"]
@@ -46,7 +56,7 @@ def main(args):
                 reason = "not a plain name in the directory"
             elif entry is None:
                 reason = "gone"
-            elif _identity(entry) != _identity(want):
+            elif _identity(entry) != _identity(want) or not _still_there(dir_fd, name, want):
                 reason = "replaced by another file since planning"
             else:
                 reason = entry["reason"]
@@ -59,7 +69,7 @@ def main(args):
                 skipped.append({"name": name, "reason": "gone"})
                 continue
             removed.append({"name": name, "bytes": entry["size"]})
+        st = os.statvfs(dir_fd)
     finally:
         os.close(dir_fd)
-    st = os.statvfs(path)
     return {"removed": removed, "skipped": skipped, "free_mib": st.f_bavail * st.f_frsize // 2**20}
