@@ -33,7 +33,10 @@ SCHEMA = {
 
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     path = args["path"]
-    judged = ctx.conn.run_probe("path_judge", {"path": path})
+    try:
+        judged = ctx.conn.run_probe("path_judge", {"path": path})
+    except ProbeError as exc:  # e.g. a parent directory that may not be read
+        raise TaskFailed(f"cannot judge {path}: {str(exc).removeprefix('probe path_judge failed: ')}") from None
     if judged["refusal"]:
         raise TaskFailed(judged["refusal"])
     if not judged["exists"]:

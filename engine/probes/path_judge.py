@@ -7,8 +7,8 @@ slashes are dropped, so ``link/`` is the link itself. A final ``.`` or ``..`` is
 (it names a directory through another one). The object is compared by device and inode
 with the protected set: ``/``, every directory directly under it, the system
 directories below, every user's home directory and every mount point. A directory is
-walked (never following symlinks) and refused when it holds a protected object or
-anything on another filesystem. Answer: ``exists``, ``type``, ``resolved`` (the real
+walked (never following symlinks) and refused when it holds a protected object,
+anything on another filesystem, or is nested deeper than MAX_DEPTH. Answer: ``exists``, ``type``, ``resolved`` (the real
 path), ``parent``, ``name``, ``dev``, ``ino``, ``size`` (bytes, the whole tree),
 ``refusal`` (why it must not be removed, or None) and, when asked, ``protected``
 [[dev, ino], ...].
@@ -34,6 +34,7 @@ SYSTEM_DIRS = (
     "/var/log",
     "/var/spool",
 )
+MAX_DEPTH = 400  # the removal holds one directory fd per level and recurses
 
 
 def _mount_points():
@@ -121,9 +122,11 @@ def split_path(path):
 
 def _walk_refusal(top, top_dev, protected):
     """(bytes in the tree, why it must not be removed or None), never following symlinks."""
-    total, pending = 0, [top]
+    total, pending = 0, [(top, 0)]
     while pending:
-        directory = pending.pop()
+        directory, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            return total, f"it is nested more than {MAX_DEPTH} directories deep ({directory[:200]}...)"
         try:
             entries = list(os.scandir(directory))
         except OSError as exc:
@@ -140,7 +143,7 @@ def _walk_refusal(top, top_dev, protected):
                 return total, f"it contains {entry.path}, on another filesystem"
             total += st.st_size
             if stat.S_ISDIR(st.st_mode):
-                pending.append(entry.path)
+                pending.append((entry.path, depth + 1))
     return total, None
 
 

@@ -199,3 +199,37 @@ def test_a_mount_appearing_inside_the_tree_stops_the_removal():
     )
     assert result["outcome"]["status"] == "failed", result
     assert "/srv/tree/sub/inner" in result["srv"]
+
+
+def test_a_tree_too_deep_to_remove_safely_is_refused_before_anything_is_removed():
+    result = run_in_decoy_namespace(
+        """
+        deep = "/srv/deep"
+        os.makedirs(deep)
+        fd = os.open(deep, os.O_RDONLY)
+        for _ in range(450):  # openat keeps each path short
+            os.mkdir("d", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        os.close(fd)
+        outcome = converge("ensure_absent", {"path": deep})
+        result = {"outcome": outcome, "still_there": os.path.isdir(deep + "/d/d/d")}
+        """
+    )
+    assert result["outcome"]["status"] == "failed" and "nested more than 400" in result["outcome"]["msg"]
+    assert result["still_there"]
+
+
+def test_an_unreadable_parent_fails_the_task_clearly():
+    """As `nobody`, a path under a 0700 directory cannot be judged: a task failure, not a crash."""
+    result = run_in_decoy_namespace(
+        """
+        write("/srv/private/inner/file")
+        os.chmod("/srv/private", 0o700)
+        os.setgid(65534)
+        os.setuid(65534)
+        result = plan("ensure_absent", {"path": "/srv/private/inner"})
+        """
+    )
+    assert result["status"] == "failed" and "cannot judge /srv/private/inner" in result["msg"], result
