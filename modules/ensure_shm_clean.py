@@ -107,7 +107,7 @@ def _check_free(path: str, free_mib: int, args: Mapping[str, Any], kept: list[st
 
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     seen = _inspect(ctx, args)
-    path = seen["path"]
+    path = seen["path"] if seen["resolved"] == seen["path"] else f"{seen['path']} ({seen['resolved']})"
     entries = list(seen["entries"])
     kept = _kept(entries)
     leaked = [e for e in entries if e["candidate"]]

@@ -147,6 +147,13 @@ def _walk_refusal(top, top_dev, protected):
     return total, None
 
 
+def _same_directory(spelled, real):
+    """Does the kernel reach the same directory through the spelling as through the real
+    path? Not through /proc/PID/root or /proc/PID/cwd (another mount namespace)."""
+    a, b = os.stat(spelled), os.stat(real)
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
 def judge(path, with_protected=False):
     parent, name = split_path(path)
     real_parent = os.path.realpath(parent)
@@ -154,6 +161,9 @@ def judge(path, with_protected=False):
     answer = {"path": path, "parent": real_parent, "name": name, "resolved": resolved, "refusal": None}
     try:
         st = os.lstat(resolved)
+        if not _same_directory(parent, real_parent):
+            answer["refusal"] = f"refusing {path!r}: its directory is not {real_parent} (a /proc magic link)"
+            return {**answer, "exists": None}
     except (FileNotFoundError, NotADirectoryError):
         return {**answer, "exists": False, "type": None, "size": 0}
     protected = protected_set()

@@ -1,15 +1,16 @@
 """Read-only view of a shared-memory directory (/dev/shm): entries and who uses them.
 
 Args: ``path`` (default /dev/shm), ``patterns`` (shell globs on the name), ``min_age_s``,
-``owners`` (user names or uids; empty = anyone). The directory is resolved on the host
-and must be a tmpfs (statfs magic; mountinfo by device where ctypes is missing): any
-other directory is refused. Every entry directly in it is looked at without following
-symlinks; subdirectories are never entered. An entry is "in use" when any live process has it
-open (/proc/PID/fd) or mapped (/proc/PID/maps), compared by device and inode, not name.
-Answer: ``entries`` [{name, type, size, uid, user, age_s, dev, ino, in_use_by, candidate,
-reason}], ``path`` (resolved), ``free_mib``, ``total_mib``, ``unreadable_pids`` (processes whose fds/maps could
-not be read: as root they are reported only; otherwise a segment one of them could
-have opened is not proven unused).
+``owners`` (user names or uids; empty = anyone). The directory is opened on the host
+(the kernel resolves the path) and must be a tmpfs (statfs magic; mountinfo by device
+where ctypes is missing): any other directory is refused. Every entry directly in it is
+looked at without following symlinks; subdirectories are never entered. An entry is "in
+use" when any live process has it open (/proc/PID/fd) or mapped (/proc/PID/maps),
+compared by device and inode, not name. Answer: ``entries`` [{name, type, size, uid,
+user, age_s, dev, ino, in_use_by, candidate, reason}], ``path``, ``resolved`` (its real
+path), ``dir`` [dev, ino], ``free_mib``, ``total_mib``, ``unreadable_pids`` (processes
+whose fds/maps could not be read: as root they are reported only; otherwise a segment
+one of them could have opened is not proven unused).
 """
 
 import fnmatch
@@ -169,13 +170,17 @@ def is_tmpfs(fd):
 
 
 def open_shm_dir(path):
-    """An fd of the resolved directory, refused unless it is a tmpfs."""
-    real = os.path.realpath(path)
-    fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    """An fd of the directory as the kernel resolves ``path`` (a /proc/PID/root path stays
+    in that process's mount namespace), refused unless it is a tmpfs; and its real path."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        resolved = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        resolved = os.path.realpath(path)
     if not is_tmpfs(fd):
         os.close(fd)
-        raise ValueError(f"{path} ({real}) is not a tmpfs: only a shared-memory directory is cleaned")
-    return real, fd
+        raise ValueError(f"{path} ({resolved}) is not a tmpfs: only a shared-memory directory is cleaned")
+    return resolved, fd
 
 
 def _entries(dir_fd):
@@ -221,14 +226,23 @@ def space(dir_fd):
 
 
 def main(args):
-    path, dir_fd = open_shm_dir(args.get("path", "/dev/shm"))
+    path = args.get("path", "/dev/shm")
+    resolved, dir_fd = open_shm_dir(path)
     try:
+        st = os.fstat(dir_fd)
         entries, unreadable = inspect(
             dir_fd,
             list(args.get("patterns") or []),
             float(args.get("min_age_s", 0)),
             [str(o) for o in args.get("owners") or []],
         )
-        return {"path": path, "entries": entries, "unreadable_pids": unreadable, **space(dir_fd)}
+        return {
+            "path": path,
+            "resolved": resolved,
+            "dir": [st.st_dev, st.st_ino],
+            "entries": entries,
+            "unreadable_pids": unreadable,
+            **space(dir_fd),
+        }
     finally:
         os.close(dir_fd)

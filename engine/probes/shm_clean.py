@@ -5,8 +5,8 @@ Args: ``path``, ``patterns``, ``min_age_s``, ``owners`` (as for the ``shm`` prob
 again (open fds and maps of every process); a name is unlinked only if it is still a
 regular file with the same device, inode and change time (checked again relative to the
 opened directory just before the unlink), still unused, old enough and owned as asked.
-The unlink is relative to a descriptor of the directory the ``shm`` probe resolved and
-found to be a tmpfs, so nothing outside it is touched. Answer: ``removed`` [{name,
+The unlink is relative to a descriptor of the directory the ``shm`` probe found to be a
+tmpfs (same device and inode), so nothing outside it is touched. Answer: ``removed`` [{name,
 bytes}], ``skipped`` [{name, reason}], ``free_mib``.
 """
 
@@ -47,8 +47,11 @@ def main(args):
     )
     current = {e["name"]: e for e in now["entries"]}
     removed, skipped = [], []
-    dir_fd = os.open(now["path"], os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
+        st = os.fstat(dir_fd)
+        if [st.st_dev, st.st_ino] != now["dir"]:
+            raise RuntimeError(f"{path} was replaced by another directory while it was inspected; nothing removed")
         for want in args.get("names", []):
             name = want["name"]
             entry = current.get(name)

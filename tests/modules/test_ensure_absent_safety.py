@@ -233,3 +233,22 @@ def test_an_unreadable_parent_fails_the_task_clearly():
         """
     )
     assert result["status"] == "failed" and "cannot judge /srv/private/inner" in result["msg"], result
+
+
+def test_a_path_through_a_proc_magic_link_is_refused():
+    """/proc/PID/root/srv/x is another namespace's /srv/x to the kernel but /srv/x to a
+    string resolver: the judge refuses rather than remove the wrong one."""
+    result = run_in_decoy_namespace(
+        """
+        write("/srv/victim/file")
+        keeper = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                   "mount -t tmpfs other /srv && mkdir /srv/victim && echo ready && exec sleep 60"],
+                                  stdout=subprocess.PIPE, text=True)
+        assert keeper.stdout.readline().strip() == "ready"
+        outcome = converge("ensure_absent", {"path": f"/proc/{keeper.pid}/root/srv/victim"})
+        keeper.kill()
+        result = {"outcome": outcome, "srv": tree("/srv")}
+        """
+    )
+    assert result["outcome"]["status"] == "failed" and "magic link" in result["outcome"]["msg"], result
+    assert result["srv"] == ["/srv/victim", "/srv/victim/file"]

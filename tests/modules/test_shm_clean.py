@@ -305,7 +305,7 @@ def test_the_directory_is_judged_resolved_and_nothing_below_or_beside_it_is_touc
     change, result, _ = converge(args_for(tmp_path / "to-shm"))
 
     assert result.data["removed"] == ["psm_0a1b2c3d"]
-    assert change.summary.endswith(f"from {shm_dir} (8192 bytes): psm_0a1b2c3d")
+    assert change.summary.endswith(f"from {tmp_path / 'to-shm'} ({shm_dir}) (8192 bytes): psm_0a1b2c3d")
     assert inner.exists() and outside.exists() and (shm_dir / "psm_33333333").is_symlink()
     with pytest.raises(TaskFailed, match="is not a tmpfs"):
         mod.plan(ctx(planning=True), args_for(tmp_path / "to-disk"))
@@ -335,3 +335,29 @@ def test_without_ctypes_the_filesystem_comes_from_mountinfo(shm_dir: Path, tmp_p
     first, second = done.stdout.splitlines()
     assert first == str(shm_dir)
     assert second.endswith(f"{tmp_path} ({tmp_path}) is not a tmpfs: only a shared-memory directory is cleaned")
+
+
+KEEPER = "mount -t tmpfs rigger-shm-ns /srv && mkdir /srv/seg && echo ready && exec sleep 300"
+
+
+def test_a_path_through_proc_root_cleans_that_namespace_s_tmpfs() -> None:
+    """/proc/PID/root/... is resolved by the kernel (into the keeper's private mount
+    namespace, as the incident test uses it), never by string into this namespace's /srv.
+    Real: unshare, a private tmpfs; the segment is one the test made."""
+    keeper = subprocess.Popen(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", KEEPER],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert keeper.stdout is not None and keeper.stdout.readline().strip() == "ready"
+        inside = Path(f"/proc/{keeper.pid}/root/srv/seg")
+        segment(inside, "psm_0a1b2c3d")
+        change, result, _ = converge(args_for(inside))
+        assert result.data["removed"] == ["psm_0a1b2c3d"]
+        assert f"from {inside} (/srv/seg)" in change.summary
+        assert names(inside) == set()
+    finally:
+        keeper.kill()
+        keeper.wait()
