@@ -37,13 +37,14 @@ def sftp_write(sftp: paramiko.SFTPClient, path: str, data: bytes, mode: int | No
     directory = directory or "."
     temp = posixpath.join(directory, temp_name(name))
     try:
-        _remove_stale_temps(sftp, directory, name)
         current = _existing(sftp, path)
         with sftp.open(temp, "wbx") as handle:
             handle.set_pipelined(True)
             handle.write(data)
             handle.flush()
             _fsync(sftp, handle)
+        mine = sftp.lstat(temp).st_uid
+        _remove_stale_temps(sftp, temp, name, {mine, current.st_uid if current else mine})
         if current is not None:
             _keep_owner(sftp, temp, current)
             mode = stat.S_IMODE(current.st_mode or 0) if mode is None else mode
@@ -79,9 +80,13 @@ def _keep_owner(sftp: paramiko.SFTPClient, temp: str, current: paramiko.SFTPAttr
         ) from None
 
 
-def _remove_stale_temps(sftp: paramiko.SFTPClient, directory: str, name: str) -> None:
+def _remove_stale_temps(sftp: paramiko.SFTPClient, temp: str, name: str, owners: set[int | None]) -> None:
+    """As the fileio probe does: this file's temps, owned by the login user or the file's
+    owner, except ``temp`` (this write's own)."""
+    directory, own = posixpath.split(temp)
     for entry in sftp.listdir_attr(directory):
-        if is_temp_of(name, entry.filename) and stat.S_ISREG(entry.st_mode or 0):
+        stale = is_temp_of(name, entry.filename) and entry.filename != own
+        if stale and stat.S_ISREG(entry.st_mode or 0) and entry.st_uid in owners:
             _remove_quietly(sftp, posixpath.join(directory, entry.filename))
 
 

@@ -3,7 +3,8 @@
 A write goes to ``.NAME.rigger-tmp-HEX`` beside the file (the name says whose temp file it
 is), is fsynced and renamed over the file. A replaced file keeps its owner, group and
 mode (``mode`` overrides the mode); a new file gets ``mode`` or 0666 less the umask.
-Temp files of this file left by an interrupted write are removed by the next write. A
+Temp files of this file left by an interrupted write (owned by the writer or by the
+file's owner) are removed by the next write. A
 backup copy keeps the original's owner and group and is never more readable than it.
 """
 
@@ -36,9 +37,17 @@ def is_temp_of(name, entry):
     return re.fullmatch(re.escape(temp_prefix(name)) + "[0-9a-f]{12}", entry) is not None
 
 
-def _remove_stale_temps(dir_fd, name):
+def _remove_stale_temps(dir_fd, name, owners):
+    """Temps of this file that a writer left: regular files owned by this user or by the
+    file's owner (a temp gets that owner before the rename), never anybody else's."""
     with os.scandir(dir_fd) as entries:
-        stale = [e.name for e in entries if is_temp_of(name, e.name) and e.is_file(follow_symlinks=False)]
+        stale = [
+            e.name
+            for e in entries
+            if is_temp_of(name, e.name)
+            and e.is_file(follow_symlinks=False)
+            and e.stat(follow_symlinks=False).st_uid in owners
+        ]
     for entry in stale:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(entry, dir_fd=dir_fd)
@@ -68,11 +77,11 @@ def write_atomic(path, data, mode=None, like=None):
     directory, name = os.path.split(os.path.abspath(path))
     dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        _remove_stale_temps(dir_fd, name)
-        current = like
-        if current is None:
-            with contextlib.suppress(FileNotFoundError):
-                current = os.stat(name, dir_fd=dir_fd)
+        existing = None
+        with contextlib.suppress(FileNotFoundError):
+            existing = os.stat(name, dir_fd=dir_fd)
+        _remove_stale_temps(dir_fd, name, {os.geteuid()} | ({existing.st_uid} if existing else set()))
+        current = like or existing
         tmp = temp_name(name)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(tmp, flags, 0o666 if mode is None and current is None else 0o600, dir_fd=dir_fd)

@@ -98,9 +98,11 @@ def test_the_next_write_removes_temp_files_an_interrupted_write_left(tmp_path):
     other.write_text("another file's temp")
     lookalike = tmp_path / (".serve.env" + TEMP_MARK + "not-ours")
     lookalike.write_text("a user's file")
+    planted = owned(tmp_path / (".serve.env" + TEMP_MARK + "fedcba987654"), 0o600, "another user's file")
     converge("write_file", {"path": str(path), "content": "new\n", "backup": False})
     assert path.read_text() == "new\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, other.name, lookalike.name])
+    kept = sorted([path.name, other.name, lookalike.name, planted.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == kept
 
 
 AS_NOBODY = """

@@ -78,6 +78,7 @@ def test_sftp_write_keeps_mode_and_removes_temps_an_interrupted_write_left(lab: 
     stale = shared / ".serve.env.rigger-tmp-0123456789ab"
     stale.write_text("half-done")
     shutil.chown(stale, user, user)
+    planted = owned(shared / ".serve.env.rigger-tmp-fedcba987654", 0o644, "another user's file")
     connection = lab.connect(ssh_remote_agent=False)
     try:
         connection.write_file(str(path), b"new\n")
@@ -85,7 +86,7 @@ def test_sftp_write_keeps_mode_and_removes_temps_an_interrupted_write_left(lab: 
         connection.close()
     assert path.read_text() == "new\n"
     assert oct(stat.S_IMODE(path.stat().st_mode)) == "0o640" and path.stat().st_uid != 0
-    assert sorted(p.name for p in shared.iterdir()) == ["serve.env"]
+    assert sorted(p.name for p in shared.iterdir()) == [planted.name, "serve.env"]
 
 
 def test_sftp_write_that_cannot_keep_the_owner_leaves_the_file_alone(lab: Lab, shared: Path) -> None:
