@@ -14,7 +14,7 @@ import pytest
 from test_patch_quant_config import args_for, make_ctx, planning, run_task
 
 from engine.module_api import TaskFailed, Unchanged
-from modules import patch_quant_config as mod
+from modules.checkpoints import patch_quant_config as mod
 
 
 def digest(directory: Path) -> dict[str, str]:
