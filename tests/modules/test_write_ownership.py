@@ -10,39 +10,25 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from owned_files import GROUP, OWNER, identity, owned, world_writable_dir
 from test_core_modules import converge
 
 TEMP_MARK = ".rigger-tmp-"  # the temp-file mark that says which file a temp file belongs to
 
 REPO = Path(__file__).resolve().parents[2]
-OWNER, GROUP = 4242, 4243
 
 
 @pytest.fixture(autouse=True)
 def _as_root() -> None:
     if os.geteuid() != 0:
         pytest.fail("these tests need root: they make files owned by another user")
-
-
-def owned(path: Path, mode: int, text: str = "secret=1\n") -> Path:
-    path.write_text(text)
-    os.chown(path, OWNER, GROUP)
-    os.chmod(path, mode)
-    return path
-
-
-def identity(path: Path) -> tuple[int, int, str]:
-    st = path.lstat()
-    return st.st_uid, st.st_gid, oct(stat.S_IMODE(st.st_mode))
 
 
 def test_write_file_keeps_owner_group_and_mode_and_the_backup_is_as_private(tmp_path):
@@ -118,11 +104,8 @@ except OSError as exc:
 
 @pytest.fixture
 def shared_dir() -> Iterator[Path]:
-    """A world-writable directory (not sticky) that `nobody` can reach (pytest's tmp is 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="rigger-shared-", dir="/tmp"))
-    path.chmod(0o777)
-    yield path
-    shutil.rmtree(path)
+    with world_writable_dir() as path:
+        yield path
 
 
 def test_a_writer_that_cannot_keep_the_owner_leaves_the_file_alone(shared_dir):

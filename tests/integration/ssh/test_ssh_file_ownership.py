@@ -8,15 +8,14 @@ uid 4242 / gid 4243 need no passwd entry.
 
 from __future__ import annotations
 
-import os
 import shutil
 import stat
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sshlab
+from owned_files import GROUP, OWNER, identity, owned, world_writable_dir
 from sshlab import Lab
 
 from engine import registry
@@ -25,28 +24,12 @@ from engine.errors import TaskFailed
 from engine.module_api import Change, TaskContext
 
 pytestmark = pytest.mark.slow
-OWNER, GROUP = 4242, 4243
 
 
 @pytest.fixture
 def shared() -> Iterator[Path]:
-    """A world-writable (not sticky) directory the SSH users can reach (pytest's is 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="rigger-ssh-shared-", dir="/tmp"))
-    path.chmod(0o777)
-    yield path
-    shutil.rmtree(path)
-
-
-def owned(path: Path, mode: int, text: str = "secret=1\n") -> Path:
-    path.write_text(text)
-    os.chown(path, OWNER, GROUP)
-    os.chmod(path, mode)
-    return path
-
-
-def identity(path: Path) -> tuple[int, int, str]:
-    st = path.lstat()
-    return st.st_uid, st.st_gid, oct(stat.S_IMODE(st.st_mode))
+    with world_writable_dir() as path:
+        yield path
 
 
 @pytest.mark.parametrize("agent", [True, False], ids=["agent", "exec-channels"])
