@@ -8,6 +8,10 @@ file's owner) are removed by the next write. A
 backup copy keeps the original's owner and group and is never more readable than it.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 MUTATES = True
 
 import base64
@@ -22,22 +26,22 @@ TEMP_MARK = ".rigger-tmp-"
 _NAME_BYTES = 180  # NAME_MAX is 255: the temp name adds a dot, the mark and 12 hex digits
 
 
-def temp_prefix(name):
+def temp_prefix(name: str) -> str:
     """The start of every temp file name made for the file called ``name``."""
     short = name.encode("utf-8", "surrogateescape")[:_NAME_BYTES].decode("utf-8", "ignore")
     return "." + short + TEMP_MARK
 
 
-def temp_name(name):
+def temp_name(name: str) -> str:
     return temp_prefix(name) + secrets.token_hex(6)
 
 
-def is_temp_of(name, entry):
+def is_temp_of(name: str, entry: str) -> bool:
     """Is ``entry`` a temp file name that a write of ``name`` made?"""
     return re.fullmatch(re.escape(temp_prefix(name)) + "[0-9a-f]{12}", entry) is not None
 
 
-def _remove_stale_temps(dir_fd, name, owners):
+def _remove_stale_temps(dir_fd: int, name: str, owners: set[int]) -> None:
     """Temps of this file that a writer left: regular files owned by this user or by the
     file's owner (a temp gets that owner before the rename), never anybody else's."""
     with os.scandir(dir_fd) as entries:
@@ -53,7 +57,7 @@ def _remove_stale_temps(dir_fd, name, owners):
             os.unlink(entry, dir_fd=dir_fd)
 
 
-def _keep_owner(fd, like, required):
+def _keep_owner(fd: int, like: os.stat_result, required: bool) -> bool:
     """Give the temp file the owner and group of ``like``; True when it has them."""
     st = os.fstat(fd)
     if (st.st_uid, st.st_gid) == (like.st_uid, like.st_gid):
@@ -71,7 +75,7 @@ def _keep_owner(fd, like, required):
     return True
 
 
-def write_atomic(path, data, mode=None, like=None):
+def write_atomic(path: str, data: bytes, mode: int | None = None, like: os.stat_result | None = None) -> None:
     """Write ``data`` to ``path`` atomically. ``like``: a stat whose owner (and, without
     ``mode``, mode) the file gets instead of the current file's (used for backups)."""
     directory, name = os.path.split(os.path.abspath(path))
@@ -91,8 +95,9 @@ def write_atomic(path, data, mode=None, like=None):
                 handle.flush()
                 if current is not None:
                     _keep_owner(handle.fileno(), current, required=like is None)
-                if mode is not None or current is not None:
-                    os.fchmod(handle.fileno(), stat.S_IMODE(current.st_mode) if mode is None else mode)
+                    mode = stat.S_IMODE(current.st_mode) if mode is None else mode
+                if mode is not None:
+                    os.fchmod(handle.fileno(), mode)
                 os.fsync(handle.fileno())
             os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
@@ -104,7 +109,7 @@ def write_atomic(path, data, mode=None, like=None):
         os.close(dir_fd)
 
 
-def backup_copy(path, backup):
+def backup_copy(path: str, backup: str) -> None:
     """Copy ``path`` to ``backup``: same owner and group, mode no wider than the original's
     permission bits (only the owner's when the owner cannot be kept)."""
     with open(path, "rb") as handle:
@@ -116,7 +121,7 @@ def backup_copy(path, backup):
     write_atomic(backup, data, mode, like=original)
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     path = args["path"]
     if args["op"] == "read":
         try:

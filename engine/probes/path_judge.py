@@ -14,9 +14,12 @@ path), ``parent``, ``name``, ``dev``, ``ino``, ``size`` (bytes, the whole tree),
 [[dev, ino], ...].
 """
 
+from __future__ import annotations
+
 import os
 import pwd
 import stat
+from typing import Any
 
 SYSTEM_DIRS = (
     "/usr/bin",
@@ -37,7 +40,7 @@ SYSTEM_DIRS = (
 MAX_DEPTH = 400  # the removal holds one directory fd per level and recurses
 
 
-def _mount_points():
+def _mount_points() -> list[str]:
     try:
         with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as handle:
             lines = handle.read().splitlines()
@@ -51,7 +54,7 @@ def _mount_points():
     return points
 
 
-def _unescape(field):
+def _unescape(field: str) -> str:
     """mountinfo writes space, tab, newline and backslash as octal escapes."""
     out, index = [], 0
     while index < len(field):
@@ -65,11 +68,11 @@ def _unescape(field):
     return "".join(out)
 
 
-def protected_set():
+def protected_set() -> dict[tuple[int, int], str]:
     """{(dev, ino): description} of everything that is never removed."""
-    found = {}
+    found: dict[tuple[int, int], str] = {}
 
-    def add(path, why, dirs_only=True):
+    def add(path: str, why: str, dirs_only: bool = True) -> None:
         """The object and, when the name is a symlink (merged-/usr /bin), the link too."""
         try:
             st, link = os.stat(path), os.lstat(path)
@@ -95,7 +98,7 @@ def protected_set():
     return found
 
 
-def _kind(mode):
+def _kind(mode: int) -> str:
     if stat.S_ISLNK(mode):
         return "symlink"
     if stat.S_ISDIR(mode):
@@ -105,7 +108,7 @@ def _kind(mode):
     return "other"
 
 
-def split_path(path):
+def split_path(path: str) -> tuple[str, str]:
     """(parent as given, final name), or raise ValueError saying why the path is refused."""
     if "\0" in path:
         raise ValueError(f"refusing {path!r}: it contains a NUL byte")
@@ -120,7 +123,7 @@ def split_path(path):
     return parent or "/", name
 
 
-def _walk_refusal(top, top_dev, protected):
+def _walk_refusal(top: str, top_dev: int, protected: dict[tuple[int, int], str]) -> tuple[int, str | None]:
     """(bytes in the tree, why it must not be removed or None), never following symlinks."""
     total, pending = 0, [(top, 0)]
     while pending:
@@ -147,18 +150,18 @@ def _walk_refusal(top, top_dev, protected):
     return total, None
 
 
-def _same_directory(spelled, real):
+def _same_directory(spelled: str, real: str) -> bool:
     """Does the kernel reach the same directory through the spelling as through the real
     path? Not through /proc/PID/root or /proc/PID/cwd (another mount namespace)."""
     a, b = os.stat(spelled), os.stat(real)
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
-def judge(path, with_protected=False):
+def judge(path: str, with_protected: bool = False) -> dict[str, Any]:
     parent, name = split_path(path)
     real_parent = os.path.realpath(parent)
     resolved = os.path.join(real_parent, name)
-    answer = {"path": path, "parent": real_parent, "name": name, "resolved": resolved, "refusal": None}
+    answer: dict[str, Any] = {"path": path, "parent": real_parent, "name": name, "resolved": resolved, "refusal": None}
     try:
         st = os.lstat(resolved)
         if not _same_directory(parent, real_parent):
@@ -182,7 +185,7 @@ def judge(path, with_protected=False):
     return answer
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     try:
         return judge(args["path"], bool(args.get("protected")))
     except ValueError as exc:

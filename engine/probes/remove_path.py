@@ -8,6 +8,13 @@ symlinks, and any protected object or other filesystem met on the way stops the 
 Answer: ``removed`` (the real path) or ``gone`` when it no longer exists.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
+    from engine.probes._call import call
+
 MUTATES = True
 USES = ("path_judge",)
 
@@ -21,7 +28,7 @@ class Refused(Exception):
     pass
 
 
-def _open_dir_nofollow(real_path):
+def _open_dir_nofollow(real_path: str) -> int:
     """A descriptor of a directory given by a symlink-free path; a symlink on the way fails."""
     fd = os.open("/", _DIR_FLAGS)
     try:
@@ -36,7 +43,9 @@ def _open_dir_nofollow(real_path):
     return fd
 
 
-def _remove_tree(parent_fd, name, expected, label, protected):
+def _remove_tree(
+    parent_fd: int, name: str, expected: os.stat_result, label: str, protected: set[tuple[int, ...]]
+) -> None:
     fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
     try:
         st = os.fstat(fd)
@@ -60,7 +69,7 @@ def _remove_tree(parent_fd, name, expected, label, protected):
     os.rmdir(name, dir_fd=parent_fd)
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     judged = call("path_judge", {"path": args["path"], "protected": True})
     if judged["refusal"]:
         raise Refused(judged["refusal"])

@@ -8,6 +8,13 @@ existing backup is never overwritten.
 restore: atomically rename the backup over the file (the backup is consumed).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
+    from engine.probes._call import call
+
 MUTATES = True
 USES = ("fileio",)
 
@@ -15,14 +22,14 @@ import os
 import tempfile
 
 
-def _temp_name(directory):
+def _temp_name(directory: str) -> str:
     fd, tmp = tempfile.mkstemp(prefix=".rigger-", dir=directory)
     os.close(fd)
     os.unlink(tmp)
     return tmp
 
 
-def _backup(path, backup):
+def _backup(path: str, backup: str) -> dict[str, bool]:
     if os.path.lexists(backup):
         return {"created": False}
     if not os.path.islink(path):
@@ -38,14 +45,14 @@ def _backup(path, backup):
     return {"created": True}
 
 
-def _restore(path, backup):
+def _restore(path: str, backup: str) -> dict[str, bool]:
     if not os.path.lexists(backup):
         return {"restored": False}
     os.replace(backup, path)
     return {"restored": True}
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     path = args["path"]
     backup = path + args.get("backup_suffix", ".rigger-orig")
     if args["op"] == "backup":

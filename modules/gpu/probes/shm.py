@@ -13,16 +13,19 @@ whose fds/maps could not be read: as root they are reported only; otherwise a se
 one of them could have opened is not proven unused).
 """
 
+from __future__ import annotations
+
 import fnmatch
 import os
 import pwd
 import stat
 import time
+from typing import Any
 
 TMPFS_MAGIC = 0x01021994
 
 
-def _type(mode):
+def _type(mode: int) -> str:
     if stat.S_ISLNK(mode):
         return "symlink"
     if stat.S_ISREG(mode):
@@ -32,7 +35,7 @@ def _type(mode):
     return "other"
 
 
-def _maps_keys(pid):
+def _maps_keys(pid: int) -> set[tuple[int, int]]:
     """(device, inode) pairs of the files mapped by pid."""
     keys = set()
     with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as handle:
@@ -45,7 +48,7 @@ def _maps_keys(pid):
     return keys
 
 
-def _fd_keys(pid):
+def _fd_keys(pid: int) -> set[tuple[int, int]]:
     keys = set()
     fd_dir = f"/proc/{pid}/fd"
     for fd in os.listdir(fd_dir):
@@ -57,20 +60,20 @@ def _fd_keys(pid):
     return keys
 
 
-def _proc_uid(pid):
+def _proc_uid(pid: int) -> int | None:
     try:
         return os.stat(f"/proc/{pid}").st_uid
     except OSError:
         return None
 
 
-def _could_open(uid, entry):
+def _could_open(uid: int | None, entry: dict[str, Any]) -> bool:
     """Could a process of this uid have opened the segment (so mapped it)?"""
     mode = entry["mode"]
     return uid == 0 or uid == entry["uid"] or bool(mode & 0o066)
 
 
-def blockers(entry, unreadable):
+def blockers(entry: dict[str, Any], unreadable: list[dict[str, Any]]) -> list[int]:
     """Uninspectable processes that might use the entry.
 
     As root every ordinary process is readable; one that is not is hidden by the kernel
@@ -83,9 +86,9 @@ def blockers(entry, unreadable):
     return [u["pid"] for u in unreadable if _could_open(u["uid"], entry)]
 
 
-def users_of(wanted):
+def users_of(wanted: set[tuple[int, int]]) -> tuple[dict[tuple[int, int], list[int]], list[dict[str, Any]]]:
     """{(dev, ino): [pids]} for the wanted keys, plus pids that could not be inspected."""
-    found = {key: [] for key in wanted}
+    found: dict[tuple[int, int], list[int]] = {key: [] for key in wanted}
     unreadable = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -107,7 +110,7 @@ def users_of(wanted):
     return found, unreadable
 
 
-def _user(uid, cache):
+def _user(uid: int, cache: dict[int, str]) -> str:
     if uid not in cache:
         try:
             cache[uid] = pwd.getpwuid(uid).pw_name
@@ -116,11 +119,13 @@ def _user(uid, cache):
     return cache[uid]
 
 
-def _owner_ok(entry, owners):
+def _owner_ok(entry: dict[str, Any], owners: list[str]) -> bool:
     return not owners or entry["user"] in owners or str(entry["uid"]) in owners
 
 
-def _classify(entry, patterns, min_age_s, owners, unreadable):
+def _classify(
+    entry: dict[str, Any], patterns: list[str], min_age_s: float, owners: list[str], unreadable: list[dict[str, Any]]
+) -> str | None:
     if not any(fnmatch.fnmatchcase(entry["name"], p) for p in patterns):
         return "does not match patterns"
     if entry["type"] != "file":
@@ -140,7 +145,7 @@ def _classify(entry, patterns, min_age_s, owners, unreadable):
     return None
 
 
-def _statfs_type(fd):
+def _statfs_type(fd: int) -> int:
     """The filesystem magic of an open fd (statfs f_type, the struct's first field)."""
     import ctypes
 
@@ -151,7 +156,7 @@ def _statfs_type(fd):
     return ctypes.c_long.from_buffer(buf).value
 
 
-def _mountinfo_type(fd):
+def _mountinfo_type(fd: int) -> str | None:
     dev = os.fstat(fd).st_dev
     wanted = f"{os.major(dev)}:{os.minor(dev)}"
     with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
@@ -162,14 +167,14 @@ def _mountinfo_type(fd):
     return None
 
 
-def is_tmpfs(fd):
+def is_tmpfs(fd: int) -> bool:
     try:
         return _statfs_type(fd) == TMPFS_MAGIC
     except (ImportError, AttributeError, OSError):
         return _mountinfo_type(fd) == "tmpfs"
 
 
-def open_shm_dir(path):
+def open_shm_dir(path: str) -> tuple[str, int]:
     """An fd of the directory as the kernel resolves ``path`` (a /proc/PID/root path stays
     in that process's mount namespace), refused unless it is a tmpfs; and its real path."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -183,9 +188,9 @@ def open_shm_dir(path):
     return resolved, fd
 
 
-def _entries(dir_fd):
+def _entries(dir_fd: int) -> list[dict[str, Any]]:
     now = time.time()
-    users = {}
+    users: dict[int, str] = {}
     out = []
     for item in os.scandir(dir_fd):
         st = item.stat(follow_symlinks=False)
@@ -207,7 +212,9 @@ def _entries(dir_fd):
     return out
 
 
-def inspect(dir_fd, patterns, min_age_s, owners):
+def inspect(
+    dir_fd: int, patterns: list[str], min_age_s: float, owners: list[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     entries = _entries(dir_fd)
     in_use, unreadable = users_of({(e["dev"], e["ino"]) for e in entries if e["type"] == "file"})
     for entry in entries:
@@ -217,7 +224,7 @@ def inspect(dir_fd, patterns, min_age_s, owners):
     return entries, unreadable
 
 
-def space(dir_fd):
+def space(dir_fd: int) -> dict[str, int]:
     st = os.statvfs(dir_fd)
     return {
         "free_mib": st.f_bavail * st.f_frsize // 2**20,
@@ -225,7 +232,7 @@ def space(dir_fd):
     }
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     path = args.get("path", "/dev/shm")
     resolved, dir_fd = open_shm_dir(path)
     try:

@@ -10,6 +10,13 @@ tmpfs (same device and inode), so nothing outside it is touched. Answer: ``remov
 bytes}], ``skipped`` [{name, reason}], ``free_mib``.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
+    from engine.probes._call import call
+
 MUTATES = True
 USES = ("shm",)
 
@@ -17,16 +24,16 @@ import os
 import stat
 
 
-def _safe_name(name):
+def _safe_name(name: str) -> bool:
     return bool(name) and "/" not in name and name not in (".", "..") and "\0" not in name
 
 
-def _identity(entry):
+def _identity(entry: dict[str, Any]) -> tuple[Any, Any, Any]:
     """Device, inode and change time: an inode number alone is reused at once on tmpfs."""
     return (entry["dev"], entry["ino"], entry.get("ctime_ns"))
 
 
-def _still_there(dir_fd, name, want):
+def _still_there(dir_fd: int, name: str, want: dict[str, Any]) -> bool:
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
@@ -34,7 +41,7 @@ def _still_there(dir_fd, name, want):
     return stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino, st.st_ctime_ns) == _identity(want)
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     path = args.get("path", "/dev/shm")
     now = call(
         "shm",
@@ -63,8 +70,8 @@ def main(args):
                 reason = "replaced by another file since planning"
             else:
                 reason = entry["reason"]
-            if reason:
-                skipped.append({"name": name, "reason": reason})
+            if reason or entry is None:
+                skipped.append({"name": name, "reason": reason or "gone"})
                 continue
             try:
                 os.unlink(name, dir_fd=dir_fd)
@@ -72,7 +79,7 @@ def main(args):
                 skipped.append({"name": name, "reason": "gone"})
                 continue
             removed.append({"name": name, "bytes": entry["size"]})
-        st = os.statvfs(dir_fd)
+        space = os.statvfs(dir_fd)
     finally:
         os.close(dir_fd)
-    return {"removed": removed, "skipped": skipped, "free_mib": st.f_bavail * st.f_frsize // 2**20}
+    return {"removed": removed, "skipped": skipped, "free_mib": space.f_bavail * space.f_frsize // 2**20}
