@@ -32,7 +32,7 @@ from typing import Any
 from engine.connection.base import Connection
 from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
 from engine.serving import session as sessions
-from engine.serving.spec import LaunchSpec, build_spec, config_paths, served_name
+from engine.serving.spec import CRASH_REPORT_ENV, LaunchSpec, build_spec, config_paths, served_name
 from engine.serving.waiting import WaitTarget, wait_ready
 
 ANY_ADDRESS = ("0.0.0.0", "::", "")
@@ -354,7 +354,7 @@ def _start(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec) -> Resul
     record = sessions.launch(
         ctx.conn,
         argv=spec.argv,
-        env={**spec.env, **spec.secret_env},
+        env={**CRASH_REPORT_ENV, **spec.env, **spec.secret_env},
         log_path=_log_path(args),
         state_path=_state_path(args),
         record=_launch_record(args, spec),

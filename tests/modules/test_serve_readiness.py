@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from engine.probes import run_in_process
 from engine.serving.readiness import LogFollower, fatal_line, last_error_line, phase_of
 from engine.serving.waiting import WaitTarget, wait_ready
 
@@ -80,18 +81,27 @@ def test_follower_joins_a_line_split_across_two_reads() -> None:
 
 
 class ReplayConnection:
-    """Answers vllm_wait probes from a list of prepared answers (log text + stage)."""
+    """Answers vllm_wait probes from a list of prepared answers (log text + stage), writing
+    the replayed text to a real log file; the whole-log scan is the real probe over it."""
 
     host_name = "replay"
 
-    def __init__(self, answers: list[Mapping[str, Any]]):
+    def __init__(self, answers: list[Mapping[str, Any]], log_path: Path | None = None):
         self.answers = list(answers)
         self.calls: list[Mapping[str, Any]] = []
+        self.log_path = log_path
 
     def run_probe(self, name: str, args: Mapping[str, Any] | None = None, **_: Any) -> Any:
+        if name == "vllm_log_scan":
+            assert self.log_path is not None and args is not None
+            return run_in_process(name, {**args, "log_path": str(self.log_path)})
         assert name == "vllm_wait"
         self.calls.append(dict(args or {}))
-        return self.answers.pop(0)
+        answer = self.answers.pop(0)
+        if self.log_path is not None:
+            with self.log_path.open("a") as log:
+                log.write(answer["log_text"])
+        return answer
 
 
 def answer(text: str, stage: str = "none", alive: bool = True) -> dict[str, Any]:
@@ -127,7 +137,7 @@ def test_fatal_line_fails_on_the_poll_that_brings_it() -> None:
     assert fatal.strip() in message and "last lines of /var/log/vllm.log" in message
 
 
-def test_process_exit_fails_quoting_the_last_error() -> None:
+def test_process_exit_fails_quoting_the_last_error(tmp_path: Path) -> None:
     conn = ReplayConnection(
         [
             answer("\n".join(CPU_LOG[:10]) + "\n"),
@@ -135,7 +145,8 @@ def test_process_exit_fails_quoting_the_last_error() -> None:
                 "Traceback (most recent call last):\nOSError: /m does not appear to have a file named config.json\n",
                 alive=False,
             ),
-        ]
+        ],
+        tmp_path / "vllm.log",
     )
     ready, _ = run_wait(conn)
     assert not ready.ready
