@@ -17,7 +17,7 @@ from engine.extravars import parse_all
 from engine.inventory import load_inventory, select_hosts
 from engine.loader import load_playbook
 from engine.output.console import ConsoleSink
-from engine.output.events import Sink
+from engine.output.events import Notice, Sink
 from engine.output.jsonl import JsonlSink
 from engine.runner import Runner, RunOptions
 
@@ -71,6 +71,7 @@ def run(
     inventory = load_inventory(inventories)
     extra_vars = parse_all(extra)
     static_check.check(book, inventory, extra_vars)
+    unused = static_check.unused_extra_vars(book, inventory, extra_vars)
     options = RunOptions(
         check_mode=check,
         diff=diff,
@@ -84,6 +85,8 @@ def run(
     if limit and not select_hosts(inventory, limit):
         raise OptionsError(f"--limit {limit!r} matches no host in the inventory")
     sink = _sink(output, diff, verbose)
+    for warning in unused:
+        sink.emit(Notice("warning", warning))
     runner = Runner(inventory, options, sink.emit)
     code = runner.run(book)
     sink.close()
@@ -98,7 +101,10 @@ def validate(playbook: str, inventories: tuple[str, ...], extra: tuple[str, ...]
     """Parse and check PLAYBOOK (and inventories) without connecting to any host."""
     book = load_playbook(playbook)
     inventory = load_inventory(inventories)
-    static_check.check(book, inventory, parse_all(extra))
+    extra_vars = parse_all(extra)
+    static_check.check(book, inventory, extra_vars)
+    for warning in static_check.unused_extra_vars(book, inventory, extra_vars):
+        click.echo(f"[WARNING] {warning}", err=True)
     tasks = sum(1 for _ in _walk(book))
     click.echo(f"{playbook}: valid ({len(book.plays)} plays, {tasks} tasks, {len(inventory.hosts)} hosts in inventory)")
 
