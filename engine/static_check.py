@@ -17,35 +17,8 @@ from jinja2 import meta, nodes
 
 from engine import registry, templating
 from engine.errors import ValidationError
-from engine.model import Block, Inventory, Play, Playbook, Step, Task
+from engine.playbook import MAGIC_VARIABLES, Inventory, Play, Playbook, Task, all_tasks, play_tasks
 from engine.yamlload import load_file
-
-MAGIC = frozenset(
-    {
-        "inventory_hostname",
-        "group_names",
-        "groups",
-        "ansible_check_mode",
-        "ansible_diff_mode",
-        "playbook_dir",
-        "facts",
-        "hostvars",
-        "omit",
-    }
-)
-
-
-def _tasks(steps: tuple[Step, ...]) -> Iterator[Task]:
-    for step in steps:
-        if isinstance(step, Block):
-            yield from _tasks(step.block + step.rescue + step.always)
-        else:
-            yield step
-
-
-def _all_tasks(book: Playbook) -> Iterator[Task]:
-    for play in book.plays:
-        yield from _tasks(play.tasks + play.handlers)
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -83,14 +56,14 @@ def names_read(source: str, condition: bool = False, guarded_too: bool = False) 
 
 
 def defined_names(book: Playbook, play: Play, inventory: Inventory, extra: Mapping[str, Any]) -> set[str]:
-    names = set(MAGIC) | set(extra) | set(play.vars) | set(templating.environment().globals)
+    names = set(MAGIC_VARIABLES) | set(extra) | set(play.vars) | set(templating.environment().globals)
     for host in inventory.hosts.values():
         names |= set(host.vars)
     for path in play.vars_files:
         data = load_file(path)
         if isinstance(data, Mapping):
             names |= set(data)
-    for task in _all_tasks(book):
+    for task in all_tasks(book):
         if task.register:
             names.add(task.register)
         if task.module == "set_fact" and isinstance(task.args, Mapping):
@@ -116,7 +89,7 @@ def check(book: Playbook, inventory: Inventory, extra: Mapping[str, Any]) -> Non
         known = defined_names(book, play, inventory, extra)
         for name, value in play.vars.items():
             _check_text_set(_strings(value), known, play.location.file, play.location.line, f"play variable '{name}'")
-        for task in _tasks(play.tasks + play.handlers):
+        for task in play_tasks(play):
             local = known | {task.loop_var} if task.loop is not None else known
             if task.module in ("debug",) and isinstance(task.args, Mapping) and "var" in task.args:
                 _check_names(names_read(str(task.args["var"]), True), local, task)
@@ -154,7 +127,7 @@ def names_used(book: Playbook, inventory: Inventory) -> set[str]:
         used |= defined_names(book, play, inventory, {}) - set(templating.environment().globals)
         for value in play.vars.values():
             used |= {name for text in _strings(value) for name in names_read(text, guarded_too=True)}
-        for task in _tasks(play.tasks + play.handlers):
+        for task in play_tasks(play):
             used |= {name for text, condition in _reads(task) for name in names_read(text, condition, True)}
             if task.module == "debug" and isinstance(task.args, Mapping) and "var" in task.args:
                 used |= names_read(str(task.args["var"]), True, True)
@@ -170,7 +143,7 @@ def unused_extra_vars(book: Playbook, inventory: Inventory, extra: Mapping[str, 
     for name in extra:
         if name in used or name.startswith(ENGINE_PREFIXES):
             continue
-        hint = _closest(name, sorted(used - MAGIC))
+        hint = _closest(name, sorted(used - set(MAGIC_VARIABLES)))
         warnings.append(f"-e {name}: nothing in the playbook or inventory uses this variable{hint}")
     return warnings
 

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-import modules.check_serving as check_serving
+import modules.serving.check_serving as check_serving
 from engine.connection.local import LocalConnection
 from engine.errors import TaskFailed
 from engine.module_api import Change, TaskContext
 from engine.probes import run_in_process
-from engine.serving.readiness import fatal_line, hint_for
-from engine.serving.waiting import WaitTarget, wait_ready
+from modules.serving.readiness import fatal_line, hint_for
+from modules.serving.waiting import WaitTarget, wait_ready
 
 LOGS = Path(__file__).parent / "vllm_logs"
 FAULTHANDLER_LOG = (LOGS / "cpu_sigill_faulthandler_0.32.0.log").read_text()

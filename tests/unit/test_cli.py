@@ -48,7 +48,7 @@ def test_an_extra_var_nothing_uses_warns_with_did_you_mean(rigger, tmp_path):
         "    serve_state: started\n"
         "    demo_state_dir: /tmp\n"
         "  tasks:\n"
-        "    - debug: {msg: \"{{ serve_state }} {{ demo_state_dir }} {{ port | default(1) }}\"}\n"
+        '    - debug: {msg: "{{ serve_state }} {{ demo_state_dir }} {{ port | default(1) }}"}\n'
     )
     typo = rigger("run", str(book), "-e", "demo_state=stopped", "--output", "jsonl")
     assert typo.rc == 0

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from vllmkit import SAFE_DTYPE, free_port, listening, live_session_members, require_vllm, run_module
 
-import modules.check_serving as check_serving
-import modules.serve_vllm as serve_vllm
+import modules.serving.check_serving as check_serving
+import modules.serving.serve_vllm as serve_vllm
 from engine.errors import TaskFailed
 
 pytestmark = pytest.mark.slow

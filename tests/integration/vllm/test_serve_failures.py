@@ -25,7 +25,7 @@ from vllmkit import (
     wait_until,
 )
 
-import modules.serve_vllm as serve_vllm
+import modules.serving.serve_vllm as serve_vllm
 from engine.errors import TaskFailed
 
 pytestmark = pytest.mark.slow
