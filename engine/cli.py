@@ -53,6 +53,14 @@ def cli() -> None:
 @click.option("--skip-tags", multiple=True, help="Skip tasks with these tags.")
 @click.option("-f", "--forks", default=10, show_default=True, type=click.IntRange(1, 500), help="Hosts in parallel.")
 @click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
+@click.option(
+    "--lock-wait",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help="Wait up to SECONDS for another rigger run on a host to finish (default: the "
+    "rigger_run_lock_wait_s variable, else 0: fail at once).",
+)
 @click.option("-v", "--verbose", count=True, help="More detail (-v shows task data and tracebacks of bugs).")
 def run(
     playbook: str,
@@ -65,6 +73,7 @@ def run(
     skip_tags: tuple[str, ...],
     forks: int,
     output: str,
+    lock_wait: float | None,
     verbose: int,
 ) -> None:
     """Run PLAYBOOK against the inventory's hosts (localhost when no -i)."""
@@ -82,6 +91,7 @@ def run(
         forks=forks,
         extra_vars=extra_vars,
         verbosity=verbose,
+        lock_wait_s=lock_wait,
     )
     if limit and not select_hosts(inventory, limit):
         raise OptionsError(f"--limit {limit!r} matches no host in the inventory")
