@@ -104,12 +104,12 @@ def _unknown_key_at(root: Any, error: jsonschema.ValidationError, container: Any
 
 def _short(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties":
-        short = error.message.replace("Additional properties are not allowed", "unknown key(s)")
+        short = str(error.message).replace("Additional properties are not allowed", "unknown key(s)")
         return short + registry.unknown_key_hint(error)
     if error.validator in ("anyOf", "oneOf") and error.context:
         best = jsonschema.exceptions.best_match(error.context)
-        return best.message if best else error.message
-    return error.message
+        return str(best.message if best else error.message)
+    return str(error.message)
 
 
 def load_playbook(path: str | Path) -> Playbook:

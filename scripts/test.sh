@@ -33,8 +33,7 @@ done
 echo "== set-up took $((SECONDS - setup_started))s"
 
 echo "== lint"
-"$VENV/bin/ruff" check engine modules tests bench scripts
-"$VENV/bin/mypy"
+bash scripts/lint.sh  # with PYTHON (exported above): the venv's ruff, mypy, vulture
 
 echo "== pytest"
 exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"

@@ -378,7 +378,12 @@ def _start(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec) -> Resul
         _cleanup_failed(ctx, args)
         raise TaskFailed(
             ready.failure_message(target.log_path) + "\n(what was left of it was stopped)",
-            {**data, "fatal_line": ready.fatal_line, "log_tail": list(ready.log_tail)},
+            {
+                **data,
+                "fatal_line": ready.fatal_line,
+                "healthy_at_s": ready.healthy_at_s,
+                "log_tail": list(ready.log_tail),
+            },
         )
     return Result(
         changed=True,

@@ -6,13 +6,16 @@ line: a crash's fatal line can be followed by hundreds of lines of shutdown nois
 Answer: ``line`` (the first match, or None), ``exists`` (the log file was there).
 """
 
+from __future__ import annotations
+
 import os
 import re
+from typing import IO, Any
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     path = os.path.expanduser(args["log_path"])
     patterns = [re.compile(p) for p in args["patterns"]]
     budget = int(args.get("max_bytes") or DEFAULT_MAX_BYTES)
@@ -23,7 +26,7 @@ def main(args):
         return {"line": None, "exists": False}
 
 
-def _first_match(handle, patterns, budget):
+def _first_match(handle: IO[bytes], patterns: list[re.Pattern[str]], budget: int) -> str | None:
     for raw in handle:
         budget -= len(raw)
         if budget < 0:
