@@ -6,7 +6,8 @@
 # In your home: the demo server (stopped first, through rigger) and its state and log
 # files, the run lock file when no run holds it. As root, what the test suite made on the
 # system: the SSH lab's users (rigger-ssh, rigger-nosudo, rigger-pw, with their homes),
-# /etc/sudoers.d/rigger-tests, the fake NVML builds (/tmp/rigger-fake-nvml-*).
+# /etc/sudoers.d/rigger-tests, the fake NVML builds (/tmp/rigger-fake-nvml-*), the test
+# sessions' homes and lock directories (/tmp/rigger-test-home-*, /tmp/rigger-test-state-*).
 # Left alone: apt packages (openssh-server, sudo, gcc, git, git-lfs, python3-venv...),
 # which may have been there before; remove them with apt-get if you want.
 set -euo pipefail
@@ -71,4 +72,4 @@ for user in "${LAB_USERS[@]}"; do
 done
 remove "$SUDOERS_FILE"
 shopt -s nullglob
-remove /tmp/rigger-fake-nvml-*
+remove /tmp/rigger-fake-nvml-* /tmp/rigger-test-home-* /tmp/rigger-test-state-*

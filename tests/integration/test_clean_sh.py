@@ -1,9 +1,10 @@
 """scripts/clean.sh removes exactly what the set-up made, and nothing else.
 
 Real: clean.sh, useradd/userdel, sudoers files, the file system - inside a private mount
-namespace (unshare -m) where /etc, /home and /tmp are scratch copies, so the users and files
-it deletes are decoys this test made, never the machine's (nor the SSH lab of a concurrent
-test run). Needs root and util-linux unshare, like the other tests that delete for real.
+namespace (unshare -m) where /etc, /home and /tmp are scratch copies, and a private PID namespace (a
+concurrent test run's processes as rigger-ssh are not seen), so the users and files it
+deletes are decoys this test made, never the machine's (nor the SSH lab of a concurrent run).
+Needs root and util-linux unshare, like the other tests that delete for real.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ for user in rigger-ssh rigger-nosudo rigger-pw rigger-keep; do  # the copy may h
 done
 echo 'rigger-ssh ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/rigger-tests
 echo '# not ours' > /etc/sudoers.d/keep-me
-mkdir /tmp/rigger-fake-nvml-0123 /tmp/rigger-keep
+mkdir /tmp/rigger-fake-nvml-0123 /tmp/rigger-test-home-x1 /tmp/rigger-test-state-x2 /tmp/rigger-keep
 bash "$WORK/checkout/scripts/clean.sh" > "$WORK/clean.out" 2>&1 || echo "clean rc=$?" >> "$WORK/clean.out"
 for user in rigger-ssh rigger-nosudo rigger-pw rigger-keep; do
     if id -u "$user" >/dev/null 2>&1; then echo "user $user"; fi
@@ -75,7 +76,7 @@ def test_clean_removes_the_setups_venvs_users_sudoers_and_fake_nvml_and_nothing_
     lock.parent.mkdir(parents=True)
     lock.write_text("")
     done = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c", IN_NAMESPACE],
+        ["unshare", "-m", "--propagation", "private", "--pid", "--fork", "--mount-proc", "sh", "-c", IN_NAMESPACE],
         env={**os.environ, "WORK": str(work), "HOME": str(home)},
         capture_output=True,
         text=True,
@@ -89,7 +90,15 @@ def test_clean_removes_the_setups_venvs_users_sudoers_and_fake_nvml_and_nothing_
     assert [line for line in report if line.startswith("user ")] == ["user rigger-keep"], clean_out
     files = {line.split(" ", 1)[1] for line in report if line.startswith("file ")}
     assert {"rigger-keep", "keep-me"} <= files
-    assert not files & {"rigger-ssh", "rigger-nosudo", "rigger-pw", "rigger-tests", "rigger-fake-nvml-0123"}, (
+    assert not files & {
+        "rigger-ssh",
+        "rigger-nosudo",
+        "rigger-pw",
+        "rigger-tests",
+        "rigger-fake-nvml-0123",
+        "rigger-test-home-x1",
+        "rigger-test-state-x2",
+    }, (
         files,
         clean_out,
     )

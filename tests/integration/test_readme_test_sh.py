@@ -1,8 +1,10 @@
-"""The README's `bash scripts/test.sh tests/unit` works as written (issue 11).
+"""The README's test commands work as written (issue 11): `bash scripts/test.sh tests/unit`,
+then, with .venv activated, `python -m pytest -m "not slow"` and `bash scripts/lint.sh`.
 
 Real: scripts/test.sh in this checkout - its venv (.venv), the setup scripts (quick when
-everything is installed), ruff, mypy and pytest over tests/unit. Not run here: the whole
-suite (`bash scripts/test.sh`), which is what .ci/run runs on a fresh machine.
+everything is installed), the lint stage and pytest. Not run here: the whole suite
+(`bash scripts/test.sh`), which is what .ci/run runs on a fresh machine. (This file is in
+the slow tier, so the nested fast-tier run does not run it again.)
 """
 
 from __future__ import annotations
@@ -30,3 +32,12 @@ def test_test_sh_runs_a_part_in_its_own_venv() -> None:
     prefix = subprocess.run([str(venv_python), "-c", "import sys; print(sys.prefix)"], capture_output=True,
                             text=True, check=True).stdout.strip()  # fmt: skip
     assert Path(prefix) == REPO / ".venv" and prefix != sys.base_prefix
+
+
+def test_the_fast_tier_and_the_lint_stage_run_in_the_activated_venv() -> None:
+    readme = (REPO / "README.md").read_text()
+    for command in ('python -m pytest -m "not slow"', "bash scripts/lint.sh"):
+        assert f"\n{command}" in readme, command
+        done = subprocess.run(["bash", "-c", f". .venv/bin/activate && {command}"], cwd=REPO, capture_output=True,
+                              text=True, timeout=3600)  # fmt: skip
+        assert done.returncode == 0, f"{command}:\n{(done.stdout + done.stderr)[-4000:]}"
