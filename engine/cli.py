@@ -17,7 +17,7 @@ from engine.extravars import parse_all
 from engine.inventory import load_inventory, select_hosts
 from engine.loader import load_playbook
 from engine.output.console import ConsoleSink
-from engine.output.events import Sink
+from engine.output.events import Notice, Sink
 from engine.output.jsonl import JsonlSink
 from engine.playbook import all_tasks
 from engine.runner import Runner, RunOptions
@@ -53,6 +53,14 @@ def cli() -> None:
 @click.option("--skip-tags", multiple=True, help="Skip tasks with these tags.")
 @click.option("-f", "--forks", default=10, show_default=True, type=click.IntRange(1, 500), help="Hosts in parallel.")
 @click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
+@click.option(
+    "--lock-wait",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help="Wait up to SECONDS for another rigger run on a host to finish (default: the "
+    "rigger_run_lock_wait_s variable, else 0: fail at once).",
+)
 @click.option("-v", "--verbose", count=True, help="More detail (-v shows task data and tracebacks of bugs).")
 def run(
     playbook: str,
@@ -65,6 +73,7 @@ def run(
     skip_tags: tuple[str, ...],
     forks: int,
     output: str,
+    lock_wait: float | None,
     verbose: int,
 ) -> None:
     """Run PLAYBOOK against the inventory's hosts (without -i only `localhost` exists)."""
@@ -72,6 +81,7 @@ def run(
     inventory = load_inventory(inventories, playbook_dir=_playbook_dir(playbook))
     extra_vars = parse_all(extra)
     static_check.check(book, inventory, extra_vars)
+    unused = static_check.unused_extra_vars(book, inventory, extra_vars)
     options = RunOptions(
         check_mode=check,
         diff=diff,
@@ -81,10 +91,13 @@ def run(
         forks=forks,
         extra_vars=extra_vars,
         verbosity=verbose,
+        lock_wait_s=lock_wait,
     )
     if limit and inventory.hosts and not select_hosts(inventory, "all", limit):
         raise RiggerError(f"--limit {limit!r}: the inventory, host pattern and --limit leave no hosts to target")
     sink = _sink(output, diff, verbose)
+    for warning in unused:
+        sink.emit(Notice("warning", warning))
     runner = Runner(inventory, options, sink.emit)
     code = runner.run(book)
     sink.close()
@@ -99,7 +112,10 @@ def validate(playbook: str, inventories: tuple[str, ...], extra: tuple[str, ...]
     """Parse and check PLAYBOOK (and inventories) without connecting to any host."""
     book = load_playbook(playbook)
     inventory = load_inventory(inventories, playbook_dir=_playbook_dir(playbook))
-    static_check.check(book, inventory, parse_all(extra))
+    extra_vars = parse_all(extra)
+    static_check.check(book, inventory, extra_vars)
+    for warning in static_check.unused_extra_vars(book, inventory, extra_vars):
+        click.echo(f"[WARNING] {warning}", err=True)
     tasks = sum(1 for _ in all_tasks(book))
     click.echo(f"{playbook}: valid ({len(book.plays)} plays, {tasks} tasks, {len(inventory.hosts)} hosts in inventory)")
 

@@ -294,7 +294,7 @@ def _args_problem(spec: registry.ModuleSpec, args: Any) -> str | None:
     if error is None:
         return None
     path = ".".join(str(p) for p in error.absolute_path) or spec.name
-    return f"invalid argument {path}: {error.message}"
+    return f"invalid argument {path}: {error.message}{registry.unknown_key_hint(error)}"
 
 
 def _loop_status(results: list[HostResult]) -> Status:

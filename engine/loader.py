@@ -79,12 +79,29 @@ def schema_error(root: Any, error: jsonschema.ValidationError, what: str) -> Val
             break
     path = ".".join(str(p) for p in error.absolute_path) or what
     hint = _yaml11_hint(holder, key, error.instance) if key is not None else ""
+    if error.validator == "additionalProperties":
+        holder, key = _unknown_key_at(root, error, holder, key)
     return fail(holder, key, f"{path}: {_short(error)}{hint}")
+
+
+def _unknown_key_at(root: Any, error: jsonschema.ValidationError, container: Any, key: Any) -> tuple[Any, Any]:
+    """The mapping holding an unknown key, and that key: the line to point at."""
+    node = root
+    for part in error.absolute_path:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return container, key
+    if not isinstance(node, LocatedDict):
+        return container, key
+    known = error.schema.get("properties") or {}
+    return node, next((k for k in node if k not in known), key)
 
 
 def _short(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties":
-        return str(error.message).replace("Additional properties are not allowed", "unknown key(s)")
+        short = str(error.message).replace("Additional properties are not allowed", "unknown key(s)")
+        return short + registry.unknown_key_hint(error)
     if error.validator in ("anyOf", "oneOf") and error.context:
         best = jsonschema.exceptions.best_match(error.context)
         return str(best.message if best else error.message)

@@ -105,6 +105,18 @@ def suggest(name: str, candidates: tuple[str, ...] | list[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+def unknown_key_hint(error: jsonschema.ValidationError) -> str:
+    """For an additionalProperties error: "did you mean" for the first unknown key close to a known one."""
+    known = sorted((error.schema.get("properties") or {}) if isinstance(error.schema, Mapping) else {})
+    if error.validator != "additionalProperties" or not isinstance(error.instance, Mapping):
+        return ""
+    for key in error.instance:
+        hint = suggest(str(key), known) if key not in known else ""
+        if hint:
+            return hint
+    return ""
+
+
 @cache
 def get(name: str) -> ModuleSpec:
     if name not in module_names():

@@ -54,6 +54,7 @@ class RunOptions:
     forks: int = 10
     extra_vars: Mapping[str, Any] = field(default_factory=dict)
     verbosity: int = 0
+    lock_wait_s: float | None = None  # --lock-wait; None: the rigger_run_lock_wait_s variable
 
 
 @dataclass
@@ -138,17 +139,41 @@ class Runner:
                 self.emit(Notice("warning", warning, host.name))
 
     def _lock(self, host: HostRun) -> HostResult | None:
-        """Take the host's run lock once per run; a held lock makes the host unreachable."""
-        settings = self._connection_vars(host.name)
-        if self.options.check_mode or not to_bool(settings.get("rigger_run_lock", True)):
+        """Take the host's run lock once per run; a held lock makes the host unreachable.
+        The lock's variables are read like the connection's: -e wins over the inventory."""
+        host_vars = self._connection_vars(host.name)
+        if self.options.check_mode or not to_bool(host_vars.get("rigger_run_lock", True)):
             return None
+        wait_s = self._lock_wait_s(host_vars)
+        if isinstance(wait_s, str):
+            return HostResult(host.name, "Acquiring the run lock", Status.FAILED, False, msg=wait_s)
         try:
-            warning = self._locks.take(host.name, settings, host.conn, self.owner)
+            warning = self._locks.take(
+                host.name,
+                host_vars,
+                host.conn,
+                self.owner,
+                wait_s,
+                lambda message: self.emit(Progress(host.name, "Acquiring the run lock", message)),
+            )
         except HostUnreachable as exc:
             return HostResult(host.name, "Acquiring the run lock", Status.UNREACHABLE, False, msg=str(exc))
         if warning:
             self.emit(Notice("warning", warning, host.name))
         return None
+
+    def _lock_wait_s(self, host_vars: Mapping[str, Any]) -> float | str:
+        """Seconds to wait for the lock (--lock-wait, else rigger_run_lock_wait_s), or what is wrong."""
+        if self.options.lock_wait_s is not None:
+            return self.options.lock_wait_s
+        value = host_vars.get("rigger_run_lock_wait_s", 0)
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            seconds = -1.0
+        if isinstance(value, bool) or not seconds >= 0:
+            return f"rigger_run_lock_wait_s must be a number of seconds (>= 0), not {value!r}"
+        return seconds
 
     def close(self) -> None:
         self._locks.release_all()

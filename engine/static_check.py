@@ -8,6 +8,7 @@ or ``set_fact`` anywhere in the playbook, or a loop variable. Names guarded by
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -50,7 +51,7 @@ def _guarded(tree: nodes.Template) -> set[str]:
     return {name for name in names if name}
 
 
-def names_read(source: str, condition: bool = False) -> set[str]:
+def names_read(source: str, condition: bool = False, guarded_too: bool = False) -> set[str]:
     text = "{{ " + source + " }}" if condition and not templating.is_template(source) else source
     if not templating.is_template(text):
         return set()
@@ -59,7 +60,7 @@ def names_read(source: str, condition: bool = False) -> set[str]:
         names = set(meta.find_undeclared_variables(tree))
     except jinja2.TemplateError:
         return set()  # syntax and unknown filters are reported by the loader / at run time
-    return names - _guarded(tree)
+    return names if guarded_too else names - _guarded(tree)
 
 
 def defined_names(book: Playbook, play: Play, inventory: Inventory, extra: Mapping[str, Any]) -> set[str]:
@@ -121,3 +122,45 @@ def _check_names(read: set[str], known: set[str], task: Task) -> None:
             file=task.location.file,
             line=task.location.line,
         )
+
+
+# -e names the engine itself reads (connection, become, run lock): never "unused".
+ENGINE_PREFIXES = ("ansible_", "rigger_")
+
+
+def names_used(book: Playbook, inventory: Inventory) -> set[str]:
+    """Every variable name the playbook or inventory reads or defines."""
+    used: set[str] = set()
+    for play in book.plays:
+        used |= defined_names(book, play, inventory, {}) - set(templating.environment().globals)
+        for value in play.vars.values():
+            used |= {name for text in _strings(value) for name in names_read(text, guarded_too=True)}
+        for task in play_tasks(play):
+            used |= {name for text, condition in _reads(task) for name in names_read(text, condition, True)}
+            if task.module == "debug" and isinstance(task.args, Mapping) and "var" in task.args:
+                used |= names_read(str(task.args["var"]), True, True)
+    for host in inventory.hosts.values():
+        used |= {name for text in _strings(dict(host.vars)) for name in names_read(text, guarded_too=True)}
+    return used
+
+
+def unused_extra_vars(book: Playbook, inventory: Inventory, extra: Mapping[str, Any]) -> list[str]:
+    """A warning for each -e name nothing uses: a typo there is otherwise silently ignored."""
+    used = names_used(book, inventory)
+    warnings = []
+    for name in extra:
+        if name in used or name.startswith(ENGINE_PREFIXES):
+            continue
+        hint = _closest(name, sorted(used - set(MAGIC_VARIABLES)))
+        warnings.append(f"-e {name}: nothing in the playbook or inventory uses this variable{hint}")
+    return warnings
+
+
+def _closest(name: str, candidates: list[str]) -> str:
+    """Like registry.suggest, but a candidate ending in the same word comes first: in
+    snake_case that word names the kind of thing (demo_state -> serve_state, not
+    demo_state_dir)."""
+    close = difflib.get_close_matches(name, candidates, n=5, cutoff=0.6)
+    same_kind = [c for c in close if c.rpartition("_")[2] == name.rpartition("_")[2]]
+    best = (same_kind or close)[:1]
+    return f" (did you mean '{best[0]}'?)" if best else ""

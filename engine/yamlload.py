@@ -161,6 +161,8 @@ def load_text(text: str, name: str) -> Any:
             return loader.construct_document(node)
         finally:
             loader.dispose()
+    except yaml.scanner.ScannerError as exc:
+        raise _scanner_error(exc, name) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -170,6 +172,22 @@ def load_text(text: str, name: str) -> Any:
         raise ValidationError(f"invalid YAML: {exc}", file=name) from None
     except RecursionError:
         raise ValidationError("nested too deeply", file=name) from None
+
+
+def _scanner_error(exc: yaml.scanner.ScannerError, name: str) -> ValidationError:
+    """Point at where the token began (an opening quote), not where the scanner gave up:
+    an unclosed quote is found only at the end of the file."""
+    start, found = exc.context_mark, exc.problem_mark
+    if start is None or found is None or start.line == found.line:
+        mark = found or start
+        problem = " ".join(part for part in (exc.context, exc.problem) if part)
+        return ValidationError(f"invalid YAML: {problem}", file=name, line=mark.line + 1 if mark else None)
+    unclosed = " (a quote opened here is never closed?)" if "quoted scalar" in (exc.context or "") else ""
+    return ValidationError(
+        f"invalid YAML: {exc.context} that starts here{unclosed}: {exc.problem} at line {found.line + 1}",
+        file=name,
+        line=start.line + 1,
+    )
 
 
 def load_file(path: str | Path) -> Any:

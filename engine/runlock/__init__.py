@@ -12,7 +12,8 @@ holder pid. The holder keeps the lock until ``release`` or until its stdin close
 happens when the controller dies or its SSH connection drops; it also gives up when the
 controller's heartbeat stops for ``stale_after_s``. So a lock never outlives its run:
 
-- a second run fails at once with ``RunLocked`` naming the holder;
+- a second run fails at once with ``RunLocked`` naming the holder, or, given a wait
+  (``--lock-wait``, ``rigger_run_lock_wait_s``), tries again until then, saying who holds it;
 - a record whose holder is gone (flock free) is a dead run: it is taken over and the
   handle carries a warning saying whose lock was replaced;
 - a lock held by this very run (two inventory names for one machine and login user) is
@@ -27,6 +28,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -37,6 +39,11 @@ if TYPE_CHECKING:
     from engine.connection.base import Connection
 
 DEFAULT_LOCK_PATH = "~/.cache/rigger/run.lock"
+# Where the lock file lives instead, on every host (one file per login user: the host fills
+# in {uid}). The test suite sets it per test run, so its runs never meet a user's.
+STATE_DIR_ENV = "RIGGER_STATE_DIR"
+WAIT_POLL_S = 1.0
+WAIT_REPORT_EVERY_S = 10.0
 HEARTBEAT_S = 10.0
 STALE_AFTER_S = 60.0
 ANSWER_TIMEOUT_S = 15.0
@@ -121,15 +128,50 @@ def holder_program() -> str:
     return _HOLDER % {"probe": lockfile_source(), "ready": READY}
 
 
+def lock_path(environ: Mapping[str, str] = os.environ) -> str:
+    """The lock file on the host: ~/.cache/rigger/run.lock, or under $RIGGER_STATE_DIR."""
+    state_dir = environ.get(STATE_DIR_ENV, "")
+    return f"{state_dir.rstrip('/')}/run-{{uid}}.lock" if state_dir else DEFAULT_LOCK_PATH
+
+
+def acquire_waiting(
+    conn: Connection,
+    owner_description: str,
+    wait_s: float,
+    waiting: Callable[[str], None],
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> LockHandle:
+    """``acquire``, tried again for up to ``wait_s`` seconds while another run holds the
+    lock; ``waiting`` is told who holds it at once and then every few seconds."""
+    started = clock()
+    reported: float | None = None
+    while True:
+        try:
+            return acquire(conn, owner_description)
+        except RunLocked as exc:
+            waited = clock() - started
+            if waited >= wait_s:
+                if wait_s <= 0:
+                    raise
+                raise RunLocked(f"{exc} (waited {waited:.0f}s, the most allowed: {wait_s:g}s)") from None
+            if reported is None or clock() - reported >= WAIT_REPORT_EVERY_S:
+                waiting(f"waiting for the run lock ({waited:.0f}s of {wait_s:g}s): {exc}")
+                reported = clock()
+            sleep(min(WAIT_POLL_S, wait_s - waited))
+
+
 def acquire(
     conn: Connection,
     owner_description: str,
     *,
-    path: str = DEFAULT_LOCK_PATH,
+    path: str | None = None,
     stale_after_s: float = STALE_AFTER_S,
     run_id: str = RUN_ID,
 ) -> LockHandle:
     """Take the host's run lock or raise ``RunLocked`` naming the holder. Never waits."""
+    path = path or lock_path()
     host = conn.host_name
     record = {
         "owner": owner_description,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from engine import runlock
@@ -32,14 +32,23 @@ class HostLocks:
         with self._guard:
             return self._per_machine.setdefault(key, threading.Lock())
 
-    def take(self, host_name: str, host_vars: Mapping[str, Any], conn: Connection, owner: str) -> str | None:
-        """Lock the host's machine unless this run holds it already. Returns a takeover
-        warning, if any; raises HostUnreachable (RunLocked) when another run holds it."""
+    def take(
+        self,
+        host_name: str,
+        host_vars: Mapping[str, Any],
+        conn: Connection,
+        owner: str,
+        wait_s: float = 0,
+        waiting: Callable[[str], None] = lambda _: None,
+    ) -> str | None:
+        """Lock the host's machine unless this run holds it already, waiting up to
+        ``wait_s`` for another run to finish. Returns a takeover warning, if any; raises
+        HostUnreachable (RunLocked) when another run still holds it."""
         key = machine_key(host_name, host_vars)
         with self._machine_lock(key):
             if key in self._held:
                 return None
-            handle = runlock.acquire(conn, owner)
+            handle = runlock.acquire_waiting(conn, owner, wait_s, waiting)
             with self._guard:
                 self._held[key] = handle
         return handle.warning

@@ -21,7 +21,8 @@ DEFAULT_PATH = "~/.cache/rigger/run.lock"
 
 
 def _open(path: str) -> tuple[str, int]:
-    path = os.path.expanduser(path)
+    # {uid}: one lock per login user in a shared state directory ($RIGGER_STATE_DIR)
+    path = os.path.expanduser(path).replace("{uid}", str(os.getuid()))
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     return path, fd

@@ -5,6 +5,9 @@ itself (so `127.0.0.1:PORT` works over SSH and nothing is exposed to measure it)
 reports output tokens/s (all output tokens over the wall time), time to first token
 p50/p95 and errors. Fails on any error or below `min_tokens_per_s`. Changes nothing:
 the result is `ok`, with the figures in the message and in `register`ed data.
+Given the server's log (`log_path`, as serve_vllm registers it), failed requests are
+explained: a server that crashed while being measured is reported with the fatal line
+from its log (found anywhere since the start) and a hint when the cause is known.
 
 Check mode skips it: the server it would measure is the one the play's earlier tasks
 would have started or restarted, which check mode did not do; measuring whatever runs
@@ -19,6 +22,7 @@ from typing import Any
 
 from engine.module_api import Change, Result, TaskContext, TaskFailed
 from modules.serving.bench import BenchSummary, summarize
+from modules.serving.readiness import FATAL_PATTERNS, hint_for
 
 CHECK_MODE = "skip"
 
@@ -96,6 +100,12 @@ SCHEMA: dict[str, Any] = {
             "description": "Name of a variable in rigger's environment holding the API key "
             "(sent as a bearer token; never shown).",
         },
+        "log_path": {
+            "type": ["string", "null"],
+            "default": None,
+            "description": "The server's log on the host (serve_vllm registers it as "
+            "`log_path`): when requests fail, a crash recorded there is quoted.",
+        },
     },
 }
 
@@ -137,6 +147,16 @@ def _message(summary: BenchSummary, url: str) -> str:
     )
 
 
+def _crash_line(ctx: TaskContext, args: Mapping[str, Any]) -> str | None:
+    """The first fatal line of the server's log, when there is a log to read."""
+    if not args["log_path"]:
+        return None
+    answer = ctx.conn.run_probe(
+        "vllm_log_scan", {"log_path": args["log_path"], "patterns": [p.pattern for p in FATAL_PATTERNS]}
+    )
+    return str(answer["line"]).strip() if answer.get("line") else None
+
+
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     url = _base_url(args)
     answer = ctx.conn.run_probe(
@@ -157,7 +177,13 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     data = {**summary.as_data(), "url": url, "model": args["model"]}
     message = _message(summary, url)
     if summary.errors:
-        raise TaskFailed(f"{message}; first errors: {'; '.join(summary.first_errors)}", data)
+        failed = f"{message}; first errors: {'; '.join(summary.first_errors)}"
+        crash = _crash_line(ctx, args)
+        if crash:
+            hint = hint_for([crash])
+            hint_text = f"\nhint: {hint}" if hint else ""
+            failed = f"vLLM at {url} died while being measured: {crash}{hint_text}\n{failed}"
+        raise TaskFailed(failed, {**data, "fatal_line": crash})
     if summary.tokens_per_s < float(args["min_tokens_per_s"]):
         raise TaskFailed(f"{message}; below min_tokens_per_s {args['min_tokens_per_s']}", data)
     return Result(changed=False, msg=message, data=data)

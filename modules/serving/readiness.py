@@ -45,6 +45,14 @@ PHASES = (
     ),
 )
 
+# A line matching one of these means the engine crashed, while starting or while serving:
+# a process died of a signal (faulthandler's "Fatal Python error: Illegal instruction"),
+# or the API server saw its engine core or a worker die.
+CRASH_PATTERNS = (
+    re.compile(r"Fatal Python error"),
+    re.compile(r"Worker proc \S+ died unexpectedly"),
+    re.compile(r"Engine core proc \S+ died unexpectedly|EngineCore\S* (?:exited|died)\b|EngineDeadError"),
+)
 # A line matching one of these means the server will not come up: fail now, not at timeout.
 FATAL_PATTERNS = (
     re.compile(r"No valid attention backend"),
@@ -53,6 +61,16 @@ FATAL_PATTERNS = (
     re.compile(r"Insufficient space in /dev/shm"),
     re.compile(r"Engine core initialization failed|EngineCore failed to start"),
     re.compile(r"\[Errno 98\] .*address already in use", re.IGNORECASE),
+    *CRASH_PATTERNS,
+)
+# Causes rigger knows how to fix, found anywhere in the log: (what the log says, what to do).
+HINTS = (
+    (
+        re.compile(r"Illegal instruction|SIGILL|exit ?code:? ?-4\b"),
+        "an illegal instruction: the CPU (or its kernel) refused an instruction the chosen "
+        "dtype's kernels use; vLLM's CPU build faults in bfloat16 on some CPUs that advertise "
+        "bf16/AMX. Serve in float32: serve_vllm `dtype: float32` (the demo: `-e demo_dtype=float32`)",
+    ),
 )
 # The line that explains an exit: the last exception line of a traceback.
 ERROR_LINE = re.compile(r"^\s*(?:\(\S+ pid=\d+\)\s*)?(?:\w+\.)*\w*(?:Error|Exception)\b.*:")
@@ -82,6 +100,15 @@ def fatal_line(lines: Iterable[str]) -> str | None:
     for line in lines:
         if any(pattern.search(line) for pattern in FATAL_PATTERNS):
             return _clean(line).strip()
+    return None
+
+
+def hint_for(lines: Iterable[str]) -> str | None:
+    """What to do about a crash whose cause the log names, or None."""
+    for line in lines:
+        for pattern, hint in HINTS:
+            if pattern.search(line):
+                return hint
     return None
 
 

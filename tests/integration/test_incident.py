@@ -175,7 +175,7 @@ def start_vllm(model: Path, log: Path, in_ns: tuple[str, ...]) -> tuple[subproce
         "--max-model-len",
         "256",
         "--dtype",
-        "bfloat16",
+        "float32",  # not bf16: the CPU build's bf16 kernels can fault (SIGILL) on some CPUs
         "--gpu-memory-utilization",
         "0.2",
         "--host",

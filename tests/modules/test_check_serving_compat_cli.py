@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from run_events import task_result
+
 ROOT = Path(__file__).resolve().parents[2]
 import fakenvml
 from isolated_home import own_run_lock
@@ -64,7 +66,7 @@ def run(playbook: Path, env: dict[str, str], *extra: str) -> list[dict[str, Any]
 
 
 def by_task(events: list[dict[str, Any]], name: str) -> dict[str, Any]:
-    return next(e for e in events if e.get("event") == "task_result" and e["task"] == name)
+    return task_result(events, name)
 
 
 def test_preflight_finds_the_sm120_fp8_problem_and_the_patch_fixes_it(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from isolated_home import own_run_lock
+from run_events import task_result
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "kimi-k2.5-nvfp4"
@@ -74,7 +75,7 @@ def test_check_diff_shows_json_diff_and_touches_nothing(tmp_path: Path) -> None:
     assert "- quantization_config.kv_cache_scheme" in text.stdout
     assert hashes(model) == before
     jsonl = events(rigger("run", str(playbook), "--check", "--output", "jsonl").stdout)
-    patch = next(e for e in jsonl if e.get("task") == "drop the FP8 KV-cache declaration")
+    patch = task_result(jsonl, "drop the FP8 KV-cache declaration")
     assert patch["status"] == "changed"
     assert [d["label"] for d in patch["diffs"]] == [str(model / "config.json"), str(model / "hf_quant_config.json")]
     assert hashes(model) == before
@@ -84,7 +85,7 @@ def test_apply_then_second_run_reports_no_change(tmp_path: Path) -> None:
     model, playbook = setup(tmp_path)
     first = events(rigger("run", str(playbook), "--output", "jsonl").stdout)
     assert first[-1]["hosts"]["localhost"]["changed"] == 1
-    compat = next(e for e in first if e.get("task") == "preflight")
+    compat = task_result(first, "preflight")
     assert compat["data"]["facts"]["model.kv_cache_fp8"] is False
     assert "kv_cache_scheme" not in json.loads((model / "config.json").read_text())["quantization_config"]
     second = events(rigger("run", str(playbook), "--output", "jsonl").stdout)

@@ -81,9 +81,10 @@ def test_follower_joins_a_line_split_across_two_reads() -> None:
     assert follower.all_lines()[-1] == "next"
 
 
-def replay(answers: list[Mapping[str, Any]]) -> RecordedHost:
-    """A host whose vllm_wait probe answers these, in order (the last one again after)."""
-    return RecordedHost(probes={"vllm_wait": list(answers)})
+def replay(answers: list[Mapping[str, Any]], log_fatal_line: str | None = None) -> RecordedHost:
+    """A host whose vllm_wait probe answers these, in order (the last one again after), and
+    whose whole-log scan (asked once the process has exited) finds ``log_fatal_line``."""
+    return RecordedHost(probes={"vllm_wait": list(answers), "vllm_log_scan": {"line": log_fatal_line, "exists": True}})
 
 
 def answer(text: str, stage: str = "none", alive: bool = True) -> dict[str, Any]:

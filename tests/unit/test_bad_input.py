@@ -92,6 +92,29 @@ CASES = {
         "when",
         8,
     ),
+    "unknown_module_argument": (
+        """\
+            - name: typo in an argument
+              serve_vllm:
+                name: demo
+                model: /models/tiny
+                prot: 8000
+        """,
+        "unknown key(s) ('prot' was unexpected) (did you mean 'port'?)",
+        10,
+    ),
+    "unclosed_quote": (
+        """\
+            - name: unclosed quote
+              command: "echo hello
+            - name: more tasks below
+              command: echo a
+            - name: and more
+              command: echo b
+        """,
+        "a quote opened here is never closed?",
+        7,
+    ),
     "wrong_type": (
         """\
             - name: wrong type

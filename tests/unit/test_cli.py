@@ -35,3 +35,29 @@ def test_validate_connects_to_nothing(rigger, tmp_path):
     book.write_text("- hosts: all\n  tasks:\n    - command: echo {{ inventory_hostname }}\n")
     run = rigger("validate", str(book), "-i", str(inv), timeout_s=20)
     assert run.rc == 0 and "valid" in run.stdout
+
+
+def test_an_extra_var_nothing_uses_warns_with_did_you_mean(rigger, tmp_path):
+    """Real CLI, real playbook file; the demo's old header said `-e demo_state=stopped` while
+    the variable is serve_state, and the typo was silently ignored (issue 11)."""
+    book = tmp_path / "play.yml"
+    book.write_text(
+        "- hosts: localhost\n"
+        "  gather_facts: false\n"
+        "  vars:\n"
+        "    serve_state: started\n"
+        "    demo_state_dir: /tmp\n"
+        "  tasks:\n"
+        '    - debug: {msg: "{{ serve_state }} {{ demo_state_dir }} {{ port | default(1) }}"}\n'
+    )
+    typo = rigger("run", str(book), "-e", "demo_state=stopped", "--output", "jsonl")
+    assert typo.rc == 0
+    notices = [e["message"] for e in typo.events if e["event"] == "notice"]
+    assert notices == [
+        "-e demo_state: nothing in the playbook or inventory uses this variable (did you mean 'serve_state'?)"
+    ]
+    used = rigger("run", str(book), "-e", "serve_state=stopped", "-e", "port=2", "-e", "rigger_run_lock=false",
+                  "--output", "jsonl")  # fmt: skip
+    assert used.rc == 0 and not [e for e in used.events if e["event"] == "notice"]
+    checked = rigger("validate", str(book), "-e", "demo_state=stopped")
+    assert checked.rc == 0 and "did you mean 'serve_state'" in checked.stderr

@@ -1,22 +1,140 @@
-"""The README's module reference is generated from the schemas and must be current."""
+"""The README's commands work as written, and each one is run by a test.
+
+Real: the README file, the real CLI in a subprocess, the real inventory (whose hosts are
+examples: unreachable here, which is what the README says), scripts/clean.sh on a scratch
+copy of the checkout. The commands that need a running demo server or the whole suite are
+run by slow tests (named in COVERED).
+"""
 
 from __future__ import annotations
 
+import os
+import re
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+README = (REPO / "README.md").read_text()
+
+# Every command in a README ```bash block -> the test that runs it as written.
+COVERED = {
+    "rigger run playbooks/kimi_k25_nvfp4.yml -i inventory/fleet.yml --limit kimi_servers --check --diff":
+        "test_fleet_command_targets_kimi_servers_only",
+    "./scripts/demo.sh": "tests/integration/vllm/test_readme_demo.py",
+    ". .venv/bin/activate": "tests/integration/vllm/test_readme_demo.py",
+    "bash scripts/test.sh": ".ci/run (and tests/integration/test_readme_test_sh.py, a part)",
+    "bash scripts/test.sh tests/unit": "tests/integration/test_readme_test_sh.py",
+    "bash scripts/clean.sh": "tests/integration/vllm/test_readme_demo.py, tests/integration/test_clean_sh.py",
+    "rigger modules": "test_tour_commands_run",
+    "rigger doc ensure_gpus_idle": "test_tour_commands_run",
+    "rigger facts": "test_tour_commands_run",
+    "rigger validate playbooks/demo_cpu.yml": "test_tour_commands_run",
+    "rigger run playbooks/demo_cpu.yml --check --diff": "test_tour_commands_run",
+    "rigger run playbooks/demo_cpu.yml": "tests/integration/vllm/test_readme_demo.py",
+    "curl -s localhost:8000/v1/models": "tests/integration/vllm/test_readme_demo.py",
+    "curl -s localhost:8000/v1/completions -H 'Content-Type: application/json' "
+    '-d \'{"model": "tiny", "prompt": "hello", "max_tokens": 16}\'': "tests/integration/vllm/test_readme_demo.py",
+    "rigger run playbooks/demo_cpu.yml -e serve_state=stopped": "tests/integration/vllm/test_readme_demo.py",
+    'python -m pytest -m "not slow"': "tests/integration/test_readme_test_sh.py",
+    "bash scripts/lint.sh": "tests/integration/test_readme_test_sh.py",
+}  # fmt: skip
 
 
-def test_module_reference_is_current():
-    proc = subprocess.run(
-        [sys.executable, "scripts/gen_module_docs.py", "--check"], cwd=REPO, capture_output=True, text=True
+def readme_commands(text: str = README) -> list[str]:
+    """The commands of the ```bash blocks: continuation lines joined, comments dropped."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.DOTALL):
+        joined = re.sub(r"\\\n\s*", "", block)
+        for line in joined.splitlines():
+            command = re.sub(r"\s+#.*$", "", line).strip()
+            if command and not command.startswith("#"):
+                commands.append(re.sub(r"\s+", " ", command))
+    return commands
+
+
+def cli(command: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+    """A README `rigger ...` line, run as written by the real CLI of this checkout."""
+    argv = shlex.split(command)
+    assert argv[0] == "rigger", command
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *argv[1:]],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
     )
+
+
+def test_every_readme_command_is_run_by_a_test() -> None:
+    commands = readme_commands()
+    assert "./scripts/demo.sh" in commands and "bash scripts/test.sh" in commands
+    untested = [c for c in commands if c not in COVERED]
+    assert not untested, f"README commands no test runs (add them to COVERED and a test): {untested}"
+    for where in set(COVERED.values()):
+        for name in re.findall(r"(?:^|, |\()((?:tests|\.ci)/[\w/.]+)", where):
+            assert (REPO / name).exists(), name
+        if where.startswith("test_"):
+            assert where in globals(), where
+    assert "scripts/test.sh" in (REPO / ".ci" / "run").read_text()
+
+
+def test_readme_command_parser_sees_continuations_and_comments() -> None:
+    text = "```bash\nfoo a \\\n    b   # note\n# only a comment\n```\n```\nnot bash\n```\n"
+    assert readme_commands(text) == ["foo a b"]
+
+
+def test_module_reference_is_current() -> None:
+    proc = subprocess.run([sys.executable, "scripts/gen_module_docs.py", "--check"], cwd=REPO,
+                          capture_output=True, text=True)  # fmt: skip
     assert proc.returncode == 0, proc.stdout
 
 
-def test_readme_gives_the_two_commands():
-    text = (REPO / "README.md").read_text()
-    assert "./scripts/demo.sh" in text and "bash scripts/test.sh" in text
-    assert "scripts/test.sh" in (REPO / ".ci" / "run").read_text()
+def test_tour_commands_run() -> None:
+    for command in COVERED:
+        if COVERED[command] != "test_tour_commands_run":
+            continue
+        done = cli(command)
+        assert done.returncode == 0, f"{command}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+        assert "Traceback" not in done.stderr
+    assert "would start vLLM" in cli("rigger run playbooks/demo_cpu.yml --check --diff").stdout
+
+
+def test_fleet_command_targets_kimi_servers_only() -> None:
+    """The example hosts do not exist: every targeted host is unreachable (exit 3), and the
+    one in maintenance is not targeted at all."""
+    command = next(c for c in COVERED if "fleet.yml" in c)
+    assert command in readme_commands()
+    done = cli(command, timeout_s=300)
+    assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-3000:]
+    recap = done.stdout[done.stdout.index("PLAY RECAP") :]
+    assert {"gpu-a01", "gpu-a02", "gpu-b01"} == set(re.findall(r"^(gpu-\w+) :", recap, re.MULTILINE))
+    assert "gpu-a03" not in done.stdout + done.stderr
+    assert "examples" in README[: README.index("## The two commands")]
+
+
+def test_clean_dry_run_lists_only_what_the_setup_made(tmp_path: Path) -> None:
+    """clean.sh -n on a scratch copy: lists the venvs and the demo's files, removes nothing."""
+    checkout = tmp_path / "checkout"
+    (checkout / "scripts" / "ci").mkdir(parents=True)
+    for script in ("scripts/clean.sh", "scripts/ci/common.sh"):
+        shutil.copy(REPO / script, checkout / script)
+    for made in (".venv/bin", ".venv-vllm/bin", ".venv-olah/bin", ".cache/demo/tiny-llama", ".cache/mine"):
+        (checkout / made).mkdir(parents=True)
+    home = tmp_path / "home"
+    state = home / ".local/state/rigger/vllm"
+    state.mkdir(parents=True)
+    (state / "demo-tiny-llama.log").write_text("log")
+    (state / "my-server.json").write_text("{}")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    done = subprocess.run(["bash", str(checkout / "scripts/clean.sh"), "-n"], capture_output=True, text=True,
+                          env={**os.environ, "HOME": str(home)}, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    listed = [line.split(" ", 1)[1] for line in done.stdout.splitlines() if line.startswith("remove ")]
+    assert listed[:4] == [str(state / "demo-tiny-llama.log"), ".venv", ".venv-vllm", ".venv-olah"]
+    assert ".cache/demo" in listed
+    assert not any("my-server" in item or "mine" in item for item in listed)
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before, "-n removed something"

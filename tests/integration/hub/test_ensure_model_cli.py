@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from olah_mirror import REPO_ID, OlahMirror, repo_files
+from run_events import task_result
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[3]
@@ -53,7 +54,7 @@ def test_check_then_download_then_ok_with_mirror_stopped(tmp_path: Path, mirror:
     playbook = tmp_path / "model.yml"
     playbook.write_text(PLAYBOOK.format(repo=REPO_ID, commit=mirror.commit, local_dir=local_dir, python=sys.executable))
     rc, events = rigger(playbook, "--check")
-    task = next(e for e in events if e.get("event") == "task_result")
+    task = task_result(events)
     assert rc == 0 and task["status"] == "changed"
     assert task["msg"].startswith("would download 5 of 5 files")
     assert not local_dir.exists()
@@ -67,6 +68,6 @@ def test_check_then_download_then_ok_with_mirror_stopped(tmp_path: Path, mirror:
         rc, events = rigger(playbook)
     finally:
         mirror.start()
-    task = next(e for e in events if e.get("event") == "task_result")
+    task = task_result(events)
     assert rc == 0 and task["status"] == "ok" and "verified (size)" in task["msg"]
     assert events[-1]["hosts"]["localhost"]["changed"] == 0

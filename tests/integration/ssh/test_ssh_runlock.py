@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import signal
 import subprocess
 import sys
@@ -23,7 +24,16 @@ from engine.connection.base import ScopedConnection
 from engine.errors import HostUnreachable
 
 pytestmark = pytest.mark.slow
-LOCK_FILE = Path("/home/rigger-ssh/.cache/rigger/run.lock")
+
+
+def lock_file() -> Path:
+    """The lab user's lock file: under this test run's RIGGER_STATE_DIR (tests/conftest.py)."""
+    path = runlock.lock_path()
+    if path == runlock.DEFAULT_LOCK_PATH:
+        return Path("/home/rigger-ssh/.cache/rigger/run.lock")
+    return Path(path.replace("{uid}", str(pwd.getpwnam("rigger-ssh").pw_uid)))
+
+
 OTHER_RUN = "another-controller-run"  # as a second rigger process would present itself
 
 
@@ -31,7 +41,7 @@ def test_second_run_fails_at_once_naming_the_holder(lab: Lab) -> None:
     first, second = lab.connect("gpu1"), lab.connect("gpu1")
     handle = runlock.acquire(ScopedConnection(first), "alice: site.yml")
     try:
-        record = json.loads(LOCK_FILE.read_text())
+        record = json.loads(lock_file().read_text())
         assert record["owner"] == "alice: site.yml"
         assert record["controller_pid"] == os.getpid()
         assert record["holder_pid"] > 0 and record["started_at"]
@@ -46,7 +56,7 @@ def test_second_run_fails_at_once_naming_the_holder(lab: Lab) -> None:
     finally:
         runlock.release(handle)
         first.close()
-    assert LOCK_FILE.read_text() == "", "a clean release leaves no record"
+    assert lock_file().read_text() == "", "a clean release leaves no record"
     again = runlock.acquire(second, "bob: site.yml")
     assert again.warning is None
     runlock.release(again)

@@ -14,7 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from vllmkit import alive, free_port, live_session_members, plan_only, require_vllm, run_module, wait_until
+from vllmkit import (
+    SAFE_DTYPE,
+    alive,
+    free_port,
+    live_session_members,
+    plan_only,
+    require_vllm,
+    run_module,
+    wait_until,
+)
 
 import modules.serving.serve_vllm as serve_vllm
 from engine.errors import TaskFailed
@@ -28,6 +37,7 @@ def serve_args(model: Path, state_dir: Path, **extra: Any) -> dict[str, Any]:
         "model": str(model),
         "launcher": str(require_vllm()),
         "port": free_port(),
+        "dtype": SAFE_DTYPE,
         "max_model_len": 256,
         "gpu_memory_utilization": 0.2,
         "ready_timeout_s": 600,

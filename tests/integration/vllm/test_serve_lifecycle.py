@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from vllmkit import (
+    SAFE_DTYPE,
     alive,
     free_port,
     http_json,
@@ -69,7 +70,7 @@ def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         "served_model_name": "tiny",
         "launcher": str(require_vllm()),
         "port": free_port(),
-        "dtype": "bfloat16",
+        "dtype": SAFE_DTYPE,
         "max_model_len": 256,
         "gpu_memory_utilization": 0.2,
         "api_key_env": API_KEY_ENV,

@@ -21,6 +21,7 @@ import pytest
 import sshlab
 from sshlab import Lab
 from vllmkit import (
+    SAFE_DTYPE,
     alive,
     free_port,
     http_json,
@@ -69,6 +70,7 @@ def ssh_args(model: Path, state_dir: Path, **extra: Any) -> dict[str, Any]:
         "model": str(model),
         "served_model_name": "tiny",
         "launcher": str(require_vllm()),
+        "dtype": SAFE_DTYPE,
         "max_model_len": 256,
         "gpu_memory_utilization": 0.2,
         "extra_args": ["--enforce-eager"],

@@ -28,6 +28,9 @@ from engine.module_api import Change, Result, TaskContext, Unchanged
 REPO = Path(__file__).resolve().parents[3]
 VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
 MAKE_TINY_MODEL = REPO / "scripts" / "make_tiny_model.py"
+# Every test that starts vLLM passes this dtype explicitly: the CPU build's bf16 kernels die
+# with SIGILL on some CPUs that advertise bf16/AMX, and `auto` may pick bf16 there.
+SAFE_DTYPE = "float32"
 
 
 def require_vllm() -> Path:

@@ -1,0 +1,121 @@
+"""The README's first-run path, as written, on a copy of this checkout (issue 11).
+
+`./scripts/demo.sh`, `. .venv/bin/activate`, the two curl commands, a second run
+(changed=0, same server), the stop command, then `bash scripts/clean.sh`.
+Real: all of it - demo.sh making its own .venv with pip, the real CLI, vLLM CPU serving the
+tiny model, curl, /proc and /dev/shm. Differences from a fresh clone: the copy links this
+checkout's .venv-vllm (setup_vllm.sh finds it installed instead of downloading 3.5 GB), the
+port and state directory are passed with -e (the README's `-e demo_port=N`,
+`-e demo_state_dir=DIR`) so a server on 8000 is never touched, and clean.sh runs in a
+private mount namespace (unshare -m; scratch /etc, /home, /tmp) so it cannot delete the
+machine's SSH lab users.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from vllmkit import REPO, free_port, listening, live_session_members, require_vllm
+
+pytestmark = pytest.mark.slow
+README = (REPO / "README.md").read_text()
+SEGMENT_PREFIXES = ("psm_", "sem.mp-")
+
+
+def readme_line(start: str) -> str:
+    """The README command starting with ``start``, as tests/unit/test_readme.py reads them."""
+    spec = importlib.util.spec_from_file_location("test_readme", REPO / "tests" / "unit" / "test_readme.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return next(c for c in module.readme_commands(README) if c.startswith(start))
+
+
+@pytest.fixture
+def checkout() -> Iterator[Path]:
+    """This checkout's tracked and unignored files, copied (no venvs), outside /tmp."""
+    work = Path(tempfile.mkdtemp(prefix="rigger-readme-", dir="/var/tmp"))
+    copy = work / "rigger"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
+                           capture_output=True).stdout.decode().split("\0")  # fmt: skip
+    for name in filter(None, files):
+        source = REPO / name
+        if source.is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, copy / name)
+    (copy / ".venv-vllm").symlink_to(require_vllm().parents[1].resolve())
+    try:
+        yield copy
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def sh(command: str, cwd: Path, timeout_s: float = 900) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout_s)  # fmt: skip
+
+
+def jsonl(done: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def segments() -> set[str]:
+    return {name for name in os.listdir("/dev/shm") if name.startswith(SEGMENT_PREFIXES)}
+
+
+def test_demo_activate_query_rerun_stop_clean_as_the_readme_says(checkout: Path) -> None:
+    port = free_port()
+    state_dir = checkout.parent / "state"
+    extra = f"-e demo_port={port} -e demo_state_dir={state_dir}"
+    shm_before = segments()
+
+    demo = sh(f"{readme_line('./scripts/demo.sh')} {extra}", checkout)
+    assert demo.returncode == 0, demo.stdout[-4000:] + demo.stderr[-4000:]
+    assert "output tokens/s" in demo.stdout and "failed=0" in demo.stdout
+    record = json.loads((state_dir / "demo-tiny-llama.json").read_text())
+    pid = int(record["pid"])
+
+    activate = readme_line(". .venv/bin/activate")
+    which = sh(f"{activate} && command -v rigger", checkout)
+    assert which.stdout.strip() == str(checkout / ".venv" / "bin" / "rigger"), which.stderr
+
+    for start in ("curl -s localhost:8000/v1/models", "curl -s localhost:8000/v1/completions"):
+        answer = sh(readme_line(start).replace("localhost:8000", f"localhost:{port}"), checkout, 120)
+        assert answer.returncode == 0, answer.stderr
+        body = json.loads(answer.stdout)
+        assert body["data"][0]["id"] == "tiny" if "models" in start else body["choices"][0]["text"]
+
+    again = sh(f"{activate} && {readme_line('rigger run playbooks/demo_cpu.yml')} {extra} --output jsonl", checkout)
+    recap = jsonl(again)[-1]
+    assert recap["event"] == "recap" and recap["hosts"]["localhost"]["changed"] == 0, again.stdout[-3000:]
+    assert json.loads((state_dir / "demo-tiny-llama.json").read_text())["pid"] == pid
+
+    stop = sh(f"{activate} && {readme_line('rigger run playbooks/demo_cpu.yml -e serve_state=stopped')} {extra}",
+              checkout)  # fmt: skip
+    assert stop.returncode == 0, stop.stdout[-3000:]
+    assert live_session_members(pid) == [] and not listening(port)
+    assert segments() <= shm_before, "the demo left shared-memory segments"
+
+    clean = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c",
+         'mount --make-rprivate / && cp -a /etc "$W/etc" && mount --bind "$W/etc" /etc'
+         ' && mount -t tmpfs tmpfs /home && mkdir "$W/tmp" && mount --bind "$W/tmp" /tmp'
+         f" && cd {checkout} && {readme_line('bash scripts/clean.sh')}"],
+        env={**os.environ, "W": str(checkout.parent), "DEMO_STATE_DIR": str(state_dir)},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert not any((checkout / name).exists() or (checkout / name).is_symlink()
+                   for name in (".venv", ".venv-vllm", ".cache/demo"))  # fmt: skip
+    assert require_vllm().exists(), "clean removed the link, not the venv it points to"
+    assert not (state_dir / "demo-tiny-llama.json").exists()
+    assert (checkout / "README.md").exists()
