@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import facts as facts_mod
-from engine import runlock, templating
+from engine import loader, runlock, taskvars, templating
 from engine.batches import Limits, batches
 from engine.connection.base import Connection
 from engine.connection.factory import open_connection
@@ -22,13 +23,14 @@ from engine.errors import (
     EXIT_UNREACHABLE,
     HostUnreachable,
     RiggerError,
+    TemplateError,
     ValidationError,
 )
 from engine.executor import ExecOptions, Outcome, TaskRunner
 from engine.filters import to_bool
 from engine.hostlocks import HostLocks
 from engine.inventory import select_hosts
-from engine.model import Block, Inventory, Play, Playbook, Step, Task
+from engine.model import Block, Inventory, Location, Play, Playbook, Step, Task
 from engine.output.events import (
     COUNTERS,
     Event,
@@ -67,10 +69,11 @@ class HostRun:
     unreachable: bool = False
     notified: set[str] = field(default_factory=set)
     last_task: str = ""
+    ended: bool = False
 
     @property
     def active(self) -> bool:
-        return not (self.failed or self.unreachable)
+        return not (self.failed or self.unreachable or self.ended)
 
 
 def _new_stats() -> dict[str, int]:
@@ -90,6 +93,11 @@ class Runner:
         self._in_flight: dict[str, str] = {}
         self._locks = HostLocks()
         self.owner = "rigger run"
+        self._play_now = Play(name="", hosts="", location=Location("", 0))
+        self._batch_hosts: list[HostRun] = []
+        self._play_ended = False
+        self._delegated_to: dict[str, str] = {}
+        self._delegate_guard = threading.Lock()
 
     def emit(self, event: Event) -> None:
         with self._emit_lock:
@@ -192,7 +200,10 @@ class Runner:
         play_vars = self._play_vars(play, playbook)
         for name in names:
             self.stats.setdefault(name, _new_stats())
+        self._play_ended = False
         for batch in batches(names, play.serial):
+            if self._play_ended:
+                break
             hosts = [self._host_run(name, play_vars) for name in batch]
             if not self._batch(play, hosts):
                 for host in names[names.index(batch[-1]) + 1 :]:
@@ -218,6 +229,7 @@ class Runner:
     def _batch(self, play: Play, hosts: list[HostRun]) -> bool:
         """Run the play on one batch. False when the play must stop (failure limits)."""
         self._limits = Limits(play, len(hosts))
+        self._play_now, self._batch_hosts = play, hosts
         self._take_locks(hosts)
         if play.gather_facts:
             self._gather(hosts)
@@ -333,15 +345,28 @@ class Runner:
     def _task(self, task: Task, hosts: list[HostRun], handler: bool) -> None:
         if not hosts or not self._selected_by_tags(task):
             return
+        if task.module == "meta":
+            self._meta(task, hosts)
+            return
+        if task.include is not None:
+            self._include(task, hosts)
+            return
+        runs_on = self._run_once_host(task, hosts)
+        if runs_on is not None:
+            hosts = [runs_on]
         self.emit(TaskStarted(task.display_name, task.module, str(task.location), handler))
         self._in_flight = {h.name: task.display_name for h in hosts}
 
         def run_on(host: HostRun) -> Outcome:
-            scope = templating.Scope(host.inventory_vars, host.data, self.options.extra_vars)
+            scope = self._scope(task, host)
+            conn, problem = self._delegated_connection(task, host, scope)
+            if problem is not None:
+                self._record(host, problem, task.display_name)
+                return Outcome((problem,), problem.status, {})
             runner = TaskRunner(
                 task,
                 host.name,
-                host.conn,
+                conn,
                 scope,
                 ExecOptions(check_mode=self.options.check_mode, verbosity=self.options.verbosity),
                 lambda message: self.emit(Progress(host.name, task.display_name, message)),
@@ -353,20 +378,188 @@ class Runner:
 
         for host, outcome in zip(hosts, self._parallel(run_on, hosts), strict=True):
             self._after(task, host, outcome)
+            if runs_on is not None:
+                self._share_run_once(task, host, outcome)
         self.emit(TaskFinished(task.display_name))
 
     def _after(self, task: Task, host: HostRun, outcome: Outcome) -> None:
         if task.register:
             host.data[task.register] = outcome.registered
-        host.data.update(outcome.set_vars)
+        self._facts_target(task, host).data.update(outcome.set_vars)
         if outcome.changed and task.notify:
             host.notified.update(task.notify)
 
     def _handlers(self, play: Play, hosts: list[HostRun]) -> bool:
-        for handler in play.handlers:
-            names = {handler.name, *handler.listen}
-            targets = [h for h in hosts if h.active and h.notified & names]
-            self._task(handler, targets, handler=True)
+        """Notified handlers in the order they are defined; a handler notified by another
+        runs in the same flush (a later pass when it is defined earlier)."""
+        for _ in range(len(play.handlers) + 1):
+            pending = [h for h in play.handlers if any(t.active and t.notified & _handler_names(h) for t in hosts)]
+            if not pending:
+                break
+            for handler in pending:
+                names = _handler_names(handler)
+                targets = [h for h in hosts if h.active and h.notified & names]
+                for target in targets:
+                    target.notified -= names
+                self._task(handler, targets, handler=True)
         for host in hosts:
             host.notified.clear()
         return True
+
+    # ---- structure: variables, meta, includes, run_once, delegate_to ------------------
+    def _scope(self, task: Task, host: HostRun) -> templating.Scope:
+        return taskvars.task_scope(task, self._play_now, host.inventory_vars, host.data, self.options.extra_vars)
+
+    def _meta(self, task: Task, hosts: list[HostRun]) -> None:
+        action = task.args["_raw_params"]
+        if action == "flush_handlers":
+            self._handlers(self._play_now, self._batch_hosts)
+            return
+        if action == "noop":
+            return
+        chosen = []
+        for host in hosts:
+            try:
+                if templating.all_true(task.options.when, self._scope(task, host)):
+                    chosen.append(host)
+            except TemplateError as exc:
+                self._record(host, HostResult(host.name, task.display_name, "failed", False, msg=str(exc)), "meta")
+        if action == "end_host":
+            for host in chosen:
+                host.ended = True
+        elif action == "end_play" and chosen:
+            self._play_ended = True
+            for host in self._batch_hosts:
+                host.ended = True
+
+    def _include(self, task: Task, hosts: list[HostRun]) -> None:
+        """Decide per host what the include loads (when, loop, templated name), then run
+        each distinct inclusion on the hosts that chose it, in the order first chosen."""
+        self.emit(TaskStarted(task.display_name, task.module, str(task.location), False))
+        chosen: dict[str, tuple[Mapping[str, Any], dict[str, Any], list[HostRun]]] = {}
+        for host in hosts:
+            for args, pinned in self._inclusions(task, host):
+                key = json.dumps([args, pinned], sort_keys=True, default=str)
+                chosen.setdefault(key, (args, pinned, []))[2].append(host)
+        self.emit(TaskFinished(task.display_name))
+        for args, pinned, members in chosen.values():
+            try:
+                steps = self._included_steps(task, args)
+            except RiggerError as exc:
+                for host in members:
+                    self._record(host, HostResult(host.name, task.display_name, "failed", False, msg=str(exc)), "")
+                continue
+            if pinned:
+                steps = tuple(taskvars.with_pinned(step, pinned) for step in steps)
+            self._steps(steps, [h for h in members if h.active], self._play_now, top=False)
+
+    def _inclusions(self, task: Task, host: HostRun) -> list[tuple[Mapping[str, Any], dict[str, Any]]]:
+        scope = self._scope(task, host)
+        try:
+            if not templating.all_true(task.options.when, scope):
+                self._record(host, HostResult(host.name, task.display_name, "skipped", False), task.display_name)
+                return []
+            items = [None] if task.loop is None else templating.render(task.loop, scope)
+            if not isinstance(items, list):
+                raise TemplateError(f"loop must be a list, got {type(items).__name__}")
+            found = []
+            for index, item in enumerate(items):
+                pinned = {} if task.loop is None else {task.loop_var: item}
+                if task.index_var and task.loop is not None:
+                    pinned[task.index_var] = index
+                args = templating.render(task.args, scope.child(pinned))
+                found.append((args, pinned))
+                shown = args.get("file") or args.get("name")
+                result = HostResult(host.name, task.display_name, "ok", False, msg=f"included: {shown}", item=item)
+                self._record(host, result, task.display_name)
+            return found
+        except TemplateError as exc:
+            self._record(host, HostResult(host.name, task.display_name, "failed", False, msg=str(exc)), "")
+            return []
+
+    def _included_steps(self, task: Task, args: Mapping[str, Any]) -> tuple[Step, ...]:
+        include = task.include
+        assert include is not None
+        target = args.get("file", args.get("name"))
+        if include.preloaded is not None and target == include.target:
+            return include.preloaded
+        return loader.load_include(task, args)
+
+    def _run_once_host(self, task: Task, hosts: list[HostRun]) -> HostRun | None:
+        flag = task.options.run_once
+        if isinstance(flag, str):
+            try:
+                flag = to_bool(templating.render(flag, self._scope(task, hosts[0])))
+            except TemplateError:
+                flag = False
+        return hosts[0] if flag else None
+
+    def _share_run_once(self, task: Task, ran: HostRun, outcome: Outcome) -> None:
+        """A run_once task's result is every host's: registered, set_fact, and failure."""
+        failed = outcome.status == "failed" and not all(r.ignored for r in outcome.results if r.status == "failed")
+        for other in self._batch_hosts:
+            if other is ran or other.unreachable:
+                continue
+            if task.register:
+                other.data[task.register] = outcome.registered
+            if not self._delegates_facts(task):
+                other.data.update(outcome.set_vars)
+            if failed:
+                other.failed = True
+                other.last_task = task.display_name
+
+    def _delegated_connection(
+        self, task: Task, host: HostRun, scope: templating.Scope
+    ) -> tuple[Connection, HostResult | None]:
+        """The connection of the host a task is delegated to: its own inventory variables
+        (address, user, port, connection) decide how it is reached; the task's variables
+        stay the original host's."""
+        if not task.options.delegate_to:
+            return host.conn, None
+        try:
+            name = str(templating.render(task.options.delegate_to, scope)).strip()
+        except TemplateError as exc:
+            return host.conn, HostResult(host.name, task.display_name, "failed", False, msg=f"delegate_to: {exc}")
+        self._delegated_to[host.name] = name
+        if name == host.name:
+            return host.conn, None
+        try:
+            return self._delegate_connection(name), None
+        except HostUnreachable as exc:
+            return host.conn, HostResult(host.name, task.display_name, "unreachable", False, msg=f"{name}: {exc}")
+
+    def _delegate_connection(self, name: str) -> Connection:
+        with self._delegate_guard:
+            if name in self.inventory.hosts:
+                host_vars = {**self.inventory.hosts[name].vars, **self.options.extra_vars}
+                conn = self.connection(name)
+            else:
+                host_vars = dict(self.options.extra_vars)
+                if name not in self._connections:
+                    self._connections[name] = open_connection(name, host_vars)
+                conn = self._connections[name]
+        if not self.options.check_mode and to_bool(host_vars.get("rigger_run_lock", True)):
+            warning = self._locks.take(name, host_vars, conn, self.owner)
+            if warning:
+                self.emit(Notice("warning", warning, name))
+        return conn
+
+    def _delegates_facts(self, task: Task) -> bool:
+        return bool(task.options.delegate_to) and to_bool(task.options.delegate_facts or False)
+
+    def _facts_target(self, task: Task, host: HostRun) -> HostRun:
+        """set_fact goes to the delegated host with delegate_facts (if it is in this batch)."""
+        if not self._delegates_facts(task):
+            return host
+        name = self._delegated_to.get(host.name, host.name)
+        for other in self._batch_hosts:
+            if other.name == name:
+                return other
+        return host
+
+
+def _handler_names(handler: Task) -> set[str]:
+    names = {handler.name, *handler.listen}
+    if handler.options.role is not None:
+        names.add(f"{handler.options.role.name} : {handler.name}")
+    return names

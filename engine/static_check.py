@@ -30,21 +30,48 @@ MAGIC = frozenset(
         "facts",
         "hostvars",
         "omit",
+        "role_path",
+        "role_name",
     }
 )
 
 
-def _tasks(steps: tuple[Step, ...]) -> Iterator[Task]:
+def _tasks_with_names(
+    steps: tuple[Step, ...], names: frozenset[str] = frozenset()
+) -> Iterator[tuple[Task, frozenset[str]]]:
+    """Every task, inside blocks, roles and includes read at load time, with the names an
+    enclosing include's loop defines for it."""
     for step in steps:
         if isinstance(step, Block):
-            yield from _tasks(step.block + step.rescue + step.always)
-        else:
-            yield step
+            yield from _tasks_with_names(step.block + step.rescue + step.always, names)
+            continue
+        yield step, names
+        if step.include is not None and step.include.preloaded is not None:
+            inner = names | ({step.loop_var, step.index_var} - {None} if step.loop is not None else set())
+            yield from _tasks_with_names(step.include.preloaded, frozenset(n for n in inner if n))
+
+
+def _tasks(steps: tuple[Step, ...]) -> Iterator[Task]:
+    for task, _ in _tasks_with_names(steps):
+        yield task
 
 
 def _all_tasks(book: Playbook) -> Iterator[Task]:
     for play in book.plays:
         yield from _tasks(play.tasks + play.handlers)
+
+
+def _task_names(task: Task) -> set[str]:
+    """Names a task's own context defines: its role's variables, vars:, parameters."""
+    options = task.options
+    names = set(options.vars) | set(options.params) | set(options.pinned)
+    if options.role is not None:
+        names |= set(options.role.defaults) | set(options.role.vars) | set(options.role.params)
+    if task.loop is not None:
+        names.add(task.loop_var)
+        if task.index_var:
+            names.add(task.index_var)
+    return names
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -83,6 +110,7 @@ def names_read(source: str, condition: bool = False) -> set[str]:
 
 def defined_names(book: Playbook, play: Play, inventory: Inventory, extra: Mapping[str, Any]) -> set[str]:
     names = set(MAGIC) | set(extra) | set(play.vars) | set(templating.environment().globals)
+    names |= set(play.role_defaults) | set(play.role_vars)
     for host in inventory.hosts.values():
         names |= set(host.vars)
     for path in play.vars_files:
@@ -115,8 +143,8 @@ def check(book: Playbook, inventory: Inventory, extra: Mapping[str, Any]) -> Non
         known = defined_names(book, play, inventory, extra)
         for name, value in play.vars.items():
             _check_text_set(_strings(value), known, play.location.file, play.location.line, f"play variable '{name}'")
-        for task in _tasks(play.tasks + play.handlers):
-            local = known | {task.loop_var} if task.loop is not None else known
+        for task, enclosing in _tasks_with_names(play.tasks + play.handlers):
+            local = known | enclosing | _task_names(task)
             if task.module in ("debug",) and isinstance(task.args, Mapping) and "var" in task.args:
                 _check_names(names_read(str(task.args["var"]), True), local, task)
             for text, condition in _reads(task):
