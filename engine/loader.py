@@ -338,6 +338,8 @@ def _action_value(data: Any, value: Any) -> tuple[str, Any]:
         rest = {k: v for k, v in value.items() if k != "module"}
         name = str(value.get("module", ""))
     else:
+        if templating.is_template(str(value).split(" ")[0]):
+            raise fail(data, "action", "a module name chosen by a template (`action: {{ ... }}`) is not supported")
         name, _, rest_text = str(value).strip().partition(" ")
         rest = rest_text  # type: ignore[assignment]
     canonical = registry.canonical(name)

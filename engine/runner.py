@@ -281,9 +281,22 @@ class Runner:
                 self.close()
                 raise
 
-    def _record(self, host: HostRun, result: HostResult, task_name: str) -> None:
+    def _record_outcome(self, host: HostRun, outcome: Outcome, task_name: str) -> None:
+        """A loop shows every item but counts once in the recap, as Ansible does."""
+        if len(outcome.results) == 1:
+            self._record(host, outcome.results[0], task_name)
+            return
+        for result in outcome.results:
+            self.emit(result)
+        failed = [r for r in outcome.results if r.status == "failed"]
+        ignored = bool(failed) and all(r.ignored for r in failed) and outcome.status == "failed"
+        summary = HostResult(host.name, task_name, outcome.status, outcome.changed, ignored=ignored)
+        self._record(host, summary, task_name, show=False)
+
+    def _record(self, host: HostRun, result: HostResult, task_name: str, show: bool = True) -> None:
         stats = self.stats[host.name]
-        self.emit(result)
+        if show:
+            self.emit(result)
         host.last_task = task_name
         if result.ignored:
             stats["ignored"] += 1
@@ -372,8 +385,7 @@ class Runner:
                 lambda message: self.emit(Progress(host.name, task.display_name, message)),
             )
             outcome = runner.run()
-            for result in outcome.results:
-                self._record(host, result, task.display_name)
+            self._record_outcome(host, outcome, task.display_name)
             return outcome
 
         for host, outcome in zip(hosts, self._parallel(run_on, hosts), strict=True):

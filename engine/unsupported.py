@@ -59,6 +59,8 @@ def check(data: Mapping[str, Any], where: str) -> None:
             continue
         if key.startswith("with_") and key not in LOOP_LOOKUPS_SUPPORTED:
             raise _error(data, key, f"`{key}` loops are not supported (write it as `loop:`)")
+        if key == "vars_files" and isinstance(value, list) and any(isinstance(v, list) for v in value):
+            raise _error(data, key, "`vars_files` with a list of alternatives (first found) is not supported")
         if where == "play" and key in IGNORED_PLAY_KEYS:
             continue
         if key not in _ACCEPTED:

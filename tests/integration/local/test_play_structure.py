@@ -1,0 +1,200 @@
+"""Play structure and semantics give ansible-core's answers (roles, imports, includes, meta,
+run_once, delegate_to, loops, handlers).
+
+Real: the rigger CLI in a subprocess, the local connection, real commands. The expected
+values were recorded by running the same playbooks through ansible-core 2.19.14 (local
+connection); each test says so where it pins one. The run lock is switched off
+(``rigger_run_lock=false``) because other runs on this machine may hold the local lock.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import REPO, RiggerRun, run_rigger
+
+CASES = REPO / "tests" / "differential" / "cases"
+LOCAL = ["-e", "ansible_connection=local", "-e", "rigger_run_lock=false", "--output", "jsonl"]
+
+
+def _run(playbook: Path, inventory: Path, *extra: str) -> RiggerRun:
+    return run_rigger("run", str(playbook), "-i", str(inventory), *LOCAL, *extra, cwd=playbook.parent)
+
+
+def _messages(run: RiggerRun, host: str) -> list[str]:
+    return [r["msg"] for r in run.results() if r["host"] == host and r["status"] == "ok" and r.get("msg")]
+
+
+def _counts(run: RiggerRun, host: str) -> tuple[int, int, int, int]:
+    stats = run.recap[host]
+    return stats["ok"], stats["changed"], stats["skipped"], stats["failed"]
+
+
+def test_roles_imports_and_includes_as_ansible_runs_them():
+    """Role defaults < play vars < public role vars; a dependency's params are its own; a
+    role listed twice with the same params runs once; import_role's when applies to each
+    task; include_tasks loops once per item; includes count as ok (ansible-core 2.19.14)."""
+    case = CASES / "roles-includes"
+    run = _run(case / "site.yml", case / "hosts")
+    assert run.rc == 0, run.stdout + run.stderr
+    msgs = _messages(run, "h1")
+    assert msgs[:4] == [
+        "dep from_meta dd",
+        "base 80 rolevar dep_default_value base base nop",
+        "extra rolevar",
+        "web 8080 9090",
+    ]
+    assert "after rolevar 8080 80" in msgs
+    assert [m for m in msgs if m.startswith("inc ")] == ["inc 1 x", "inc 2 x", "inc none given"]
+    assert [m for m in msgs if m.startswith("web ")] == ["web 8080 9090", "web 8080 80", "web 8080 7"]
+    assert "handler ran" in msgs
+    assert _counts(run, "h1") == (17, 1, 1, 0)
+    assert _counts(run, "h2") == (16, 1, 2, 0)
+
+
+def test_meta_run_once_delegate_and_loops(tmp_path):
+    """end_host stops one host; run_once shares set_fact and register with the batch but
+    counts on one host; end_play ends the play, not the playbook; a delegated command
+    still renders the original host's variables; registered stdout has no trailing
+    newline and has stderr_lines; set_fact in a loop sees earlier items; a loop counts
+    once in the recap (all pinned from ansible-core 2.19.14)."""
+    (tmp_path / "hosts").write_text("h1\nh2\n")
+    (tmp_path / "p.yml").write_text(
+        """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - debug: msg=one
+    - meta: end_host
+      when: inventory_hostname == 'h2'
+    - debug: msg=two
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: once
+      set_fact: picked="{{ inventory_hostname }}"
+      run_once: true
+    - name: once registered
+      command: echo hi
+      run_once: true
+      register: r
+    - name: show
+      debug: msg="{{ picked }} {{ r.stdout }}"
+    - meta: end_play
+    - debug: msg=never
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: delegated
+      ansible.builtin.command: echo {{ inventory_hostname }}
+      delegate_to: h2
+      register: d
+    - debug: msg="{{ d.stdout }} {{ d.stdout_lines }} {{ d.stderr_lines }}"
+    - name: set in loop
+      set_fact:
+        acc: "{{ (acc | default([])) + [item] }}"
+      loop: [1, 2, 3]
+    - ansible.legacy.debug: msg="{{ acc | join(',') }}"
+"""
+    )
+    run = _run(tmp_path / "p.yml", tmp_path / "hosts")
+    assert run.rc == 0, run.stdout + run.stderr
+    assert _messages(run, "h1") == ["one", "two", "h1 hi", "h1 ['h1'] []", "1,2,3"]
+    assert _messages(run, "h2") == ["one", "h1 hi", "h2 ['h2'] []", "1,2,3"]
+    assert "never" not in run.stdout
+    assert _counts(run, "h1") == (9, 2, 0, 0)
+    assert _counts(run, "h2") == (6, 1, 0, 0)
+
+
+def test_import_when_applies_to_each_task_include_when_once(tmp_path):
+    """A when on import_tasks is checked for every imported task (the first one turns it
+    false, so the second is skipped); on include_tasks it is checked once. A handler
+    notified by a handler runs in the same flush (ansible-core 2.19.14: ok=9 changed=3
+    skipped=1)."""
+    (tmp_path / "hosts").write_text("h1\n")
+    (tmp_path / "t.yml").write_text("- set_fact:\n    flag: false\n- debug:\n    msg: second\n")
+    (tmp_path / "p.yml").write_text(
+        """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - set_fact:
+        flag: true
+    - import_tasks: t.yml
+      when: flag
+    - set_fact:
+        flag: true
+    - include_tasks: t.yml
+      when: flag
+    - command: "true"
+      notify: first
+  handlers:
+    - name: second
+      command: "true"
+    - name: first
+      command: "true"
+      notify: second
+"""
+    )
+    run = _run(tmp_path / "p.yml", tmp_path / "hosts")
+    assert run.rc == 0, run.stdout + run.stderr
+    assert [r["status"] for r in run.results("debug")] == ["skipped", "ok"]
+    assert [r["task"] for r in run.results() if r["task"] in ("first", "second")] == ["first", "second"]
+    assert _counts(run, "h1") == (9, 3, 1, 0)
+
+
+def test_delegated_task_uses_the_delegated_hosts_connection(tmp_path):
+    """h1 can only be reached over SSH at an address that answers nothing; a task
+    delegated to 'ctl' (ansible_connection=local in the inventory) runs through ctl's
+    connection, with h1's variables."""
+    (tmp_path / "hosts").write_text(
+        "h1 ansible_host=127.0.0.1 ansible_port=1 ansible_connection=ssh rigger_run_lock=false\n"
+        "ctl ansible_connection=local rigger_run_lock=false\n"
+    )
+    marker = tmp_path / "made-by-h1"
+    (tmp_path / "p.yml").write_text(
+        f"""
+- hosts: h1
+  gather_facts: false
+  tasks:
+    - name: through ctl
+      command: touch {tmp_path}/made-by-{{{{ inventory_hostname }}}}
+      delegate_to: ctl
+    - name: on h1 itself
+      command: "true"
+"""
+    )
+    run = run_rigger("run", str(tmp_path / "p.yml"), "-i", str(tmp_path / "hosts"), "--output", "jsonl")
+    assert marker.exists(), run.stdout + run.stderr
+    assert [r["status"] for r in run.results("through ctl")] == ["changed"]
+    assert [r["status"] for r in run.results("on h1 itself")] == ["unreachable"]
+    assert run.rc == 3
+
+
+def test_import_playbook_and_play_vars_as_a_list(tmp_path):
+    (tmp_path / "hosts").write_text("h1\n")
+    (tmp_path / "other.yml").write_text(
+        "- hosts: all\n  gather_facts: false\n  vars:\n    - a: 1\n    - b: 2\n"
+        "  tasks:\n    - debug: msg=\"{{ a + b }}\"\n"
+    )
+    (tmp_path / "site.yml").write_text("- import_playbook: other.yml\n- ansible.builtin.import_playbook: other.yml\n")
+    run = _run(tmp_path / "site.yml", tmp_path / "hosts")
+    assert run.rc == 0, run.stdout + run.stderr
+    assert _messages(run, "h1") == ["3", "3"]
+
+
+def test_static_check_sees_into_roles_and_includes(tmp_path):
+    """An undefined variable inside a role's tasks or an included file is reported before
+    any host is touched, at its own file:line; the role's defaults define names."""
+    role = tmp_path / "roles" / "r"
+    (role / "tasks").mkdir(parents=True)
+    (role / "defaults").mkdir()
+    (role / "defaults" / "main.yml").write_text("known: 1\n")
+    (role / "tasks" / "main.yml").write_text("- debug: msg=\"{{ known }}\"\n- include_tasks: more.yml\n")
+    (role / "tasks" / "more.yml").write_text("- debug:\n    msg: \"{{ knwon }}\"\n")
+    (tmp_path / "p.yml").write_text("- hosts: localhost\n  gather_facts: false\n  roles: [r]\n")
+    run = run_rigger("validate", str(tmp_path / "p.yml"), cwd=tmp_path)
+    assert run.rc == 4, run.stdout + run.stderr
+    assert f"{role}/tasks/more.yml:1:" in run.stderr
+    assert "undefined variable 'knwon' (did you mean 'known'?)" in run.stderr
+    assert "Traceback" not in run.stderr
