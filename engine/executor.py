@@ -269,8 +269,9 @@ class TaskRunner:
         if change is None or isinstance(change, Unchanged):
             if change is None:
                 return _Attempt(status="ok", changed=False)
-            return _Attempt(status="ok", changed=False, msg=change.msg, data=dict(change.data),
-                            warnings=tuple(change.warnings))
+            return _Attempt(
+                status="ok", changed=False, msg=change.msg, data=dict(change.data), warnings=tuple(change.warnings)
+            )
         assert isinstance(change, Change), f"plan() of {spec.name} returned {type(change).__name__}"
         if self.options.check_mode:
             if spec.check_mode == "skip":

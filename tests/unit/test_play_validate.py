@@ -22,7 +22,7 @@ def test_fqcn_names_and_key_value_arguments_validate(tmp_path):
     run = _validate(
         tmp_path,
         PLAY + "  tasks:\n"
-        "    - ansible.builtin.debug: msg=\"hello there\"\n"
+        '    - ansible.builtin.debug: msg="hello there"\n'
         "    - ansible.legacy.set_fact: a=1 b='{{ 2 }}'\n"
         "    - ansible.builtin.command: ls -l chdir=/tmp\n"
         "    - action: debug msg=hi\n"
@@ -45,7 +45,11 @@ def test_fqcn_names_and_key_value_arguments_validate(tmp_path):
         ("  tasks:\n    - ansible.builtin.apt: name=x\n", 4, "module 'ansible.builtin.apt' (from ansible.builtin)"),
         ("  roles: [geerlingguy.nginx.web]\n", 3, "roles from collections are not supported"),
         ("  tasks:\n    - import_tasks: t.yml\n      loop: [1]\n", 4, "you cannot use loops on 'import_tasks'"),
-        ("  tasks:\n    - include_role:\n        name: r\n        apply: {tags: x}\n", 4, "with `apply` is not supported"),
+        (
+            "  tasks:\n    - include_role:\n        name: r\n        apply: {tags: x}\n",
+            4,
+            "with `apply` is not supported",
+        ),
     ],
 )
 def test_unsupported_features_fail_validate_with_exit_4(tmp_path, snippet, line, message):

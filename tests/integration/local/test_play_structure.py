@@ -175,7 +175,7 @@ def test_import_playbook_and_play_vars_as_a_list(tmp_path):
     (tmp_path / "hosts").write_text("h1\n")
     (tmp_path / "other.yml").write_text(
         "- hosts: all\n  gather_facts: false\n  vars:\n    - a: 1\n    - b: 2\n"
-        "  tasks:\n    - debug: msg=\"{{ a + b }}\"\n"
+        '  tasks:\n    - debug: msg="{{ a + b }}"\n'
     )
     (tmp_path / "site.yml").write_text("- import_playbook: other.yml\n- ansible.builtin.import_playbook: other.yml\n")
     run = _run(tmp_path / "site.yml", tmp_path / "hosts")
@@ -190,8 +190,8 @@ def test_static_check_sees_into_roles_and_includes(tmp_path):
     (role / "tasks").mkdir(parents=True)
     (role / "defaults").mkdir()
     (role / "defaults" / "main.yml").write_text("known: 1\n")
-    (role / "tasks" / "main.yml").write_text("- debug: msg=\"{{ known }}\"\n- include_tasks: more.yml\n")
-    (role / "tasks" / "more.yml").write_text("- debug:\n    msg: \"{{ knwon }}\"\n")
+    (role / "tasks" / "main.yml").write_text('- debug: msg="{{ known }}"\n- include_tasks: more.yml\n')
+    (role / "tasks" / "more.yml").write_text('- debug:\n    msg: "{{ knwon }}"\n')
     (tmp_path / "p.yml").write_text("- hosts: localhost\n  gather_facts: false\n  roles: [r]\n")
     run = run_rigger("validate", str(tmp_path / "p.yml"), cwd=tmp_path)
     assert run.rc == 4, run.stdout + run.stderr
