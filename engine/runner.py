@@ -98,6 +98,7 @@ class Runner:
         self._play_ended = False
         self._delegated_to: dict[str, str] = {}
         self._delegate_guard = threading.Lock()
+        self._left_out: set[str] = set()  # failed or unreachable: later plays skip them
 
     def emit(self, event: Event) -> None:
         with self._emit_lock:
@@ -120,7 +121,8 @@ class Runner:
 
     def _lock(self, host: HostRun) -> HostResult | None:
         """Take the host's run lock once per run; a held lock makes the host unreachable."""
-        if self.options.check_mode or not to_bool(host.inventory_vars.get("rigger_run_lock", True)):
+        wanted = {**host.inventory_vars, **self.options.extra_vars}.get("rigger_run_lock", True)
+        if self.options.check_mode or not to_bool(wanted):
             return None
         try:
             host_vars = {**self.inventory.hosts[host.name].vars, **self.options.extra_vars}
@@ -147,7 +149,8 @@ class Runner:
             for play in playbook.plays:
                 if self._interrupted.is_set():
                     break
-                self._play(play, playbook)
+                if not self._play(play, playbook):
+                    break  # any_errors_fatal or max_fail_percentage ends the playbook, as in Ansible
         except KeyboardInterrupt:
             self._interrupted.set()
             self.close()
@@ -185,8 +188,9 @@ class Runner:
         merged.setdefault("playbook_dir", str(Path(playbook.path).resolve().parent))
         return merged
 
-    def _play(self, play: Play, playbook: Playbook) -> None:
-        names = self._select(play)
+    def _play(self, play: Play, playbook: Playbook) -> bool:
+        """Run one play; False when a failure limit says the playbook ends here."""
+        names = [name for name in self._select(play) if name not in self._left_out]
         self.emit(PlayStarted(play.name, tuple(names), self.options.check_mode))
         if not names:
             self.emit(
@@ -196,7 +200,7 @@ class Runner:
                     + (f" with --limit {self.options.limit}" if self.options.limit else ""),
                 )
             )
-            return
+            return True
         play_vars = self._play_vars(play, playbook)
         for name in names:
             self.stats.setdefault(name, _new_stats())
@@ -205,10 +209,13 @@ class Runner:
             if self._play_ended:
                 break
             hosts = [self._host_run(name, play_vars) for name in batch]
-            if not self._batch(play, hosts):
+            batch_ok = self._batch(play, hosts)
+            self._left_out.update(h.name for h in hosts if h.failed or h.unreachable)
+            if not batch_ok:
                 for host in names[names.index(batch[-1]) + 1 :]:
                     self.stopped_at.setdefault(host, "not started: the play was stopped")
-                return
+                return not (play.any_errors_fatal or play.max_fail_percentage is not None)
+        return True
 
     def _host_run(self, name: str, play_vars: Mapping[str, Any]) -> HostRun:
         host = self.inventory.hosts[name]

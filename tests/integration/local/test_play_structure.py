@@ -198,3 +198,40 @@ def test_static_check_sees_into_roles_and_includes(tmp_path):
     assert f"{role}/tasks/more.yml:1:" in run.stderr
     assert "undefined variable 'knwon' (did you mean 'known'?)" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_failed_hosts_leave_later_plays_and_a_failure_limit_ends_the_playbook(tmp_path):
+    """h1 fails in play 1 and is not in play 2; in play 3 max_fail_percentage is judged
+    over the hosts still in the play (1/2) and ends the playbook: play 4 never runs
+    (ansible-core 2.19.14: h1 failed=1; h2 ok=1 failed=1 skipped=1; h3 ok=1 skipped=2)."""
+    (tmp_path / "hosts").write_text("h1\nh2\nh3\n")
+    (tmp_path / "p.yml").write_text(
+        """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - command: /bin/false
+      when: inventory_hostname == 'h1'
+- hosts: all
+  gather_facts: false
+  tasks:
+    - debug: msg=second
+- hosts: all
+  gather_facts: false
+  max_fail_percentage: 10
+  tasks:
+    - command: /bin/false
+      when: inventory_hostname == 'h2'
+    - debug: msg=third
+- hosts: all
+  gather_facts: false
+  tasks:
+    - debug: msg=fourth
+"""
+    )
+    run = _run(tmp_path / "p.yml", tmp_path / "hosts")
+    assert run.rc == 2, run.stdout + run.stderr
+    assert _counts(run, "h1") == (0, 0, 0, 1)
+    assert _counts(run, "h2") == (1, 0, 1, 1)
+    assert _counts(run, "h3") == (1, 0, 2, 0)
+    assert "fourth" not in run.stdout
