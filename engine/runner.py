@@ -70,6 +70,7 @@ class HostRun:
     notified: set[str] = field(default_factory=set)
     last_task: str = ""
     ended: bool = False
+    failure: dict[str, Any] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:
@@ -332,6 +333,8 @@ class Runner:
             if top and self._limits.exceeded(hosts):
                 self.emit(Notice("error", self._limits.reason(hosts)))
                 return False
+            if not top and play.any_errors_fatal and any(h.failed for h in hosts):
+                return False  # every host leaves the block at once (to its rescue, if any)
         return True
 
     def _block(self, block: Block, hosts: list[HostRun], play: Play) -> None:
@@ -339,20 +342,25 @@ class Runner:
         self._steps(block.block, entering, play, top=False)
         failed = [h for h in entering if h.failed and not h.unreachable]
         if block.rescue and failed:
+            # A failure that goes to rescue counts as rescued, not failed (even if the rescue
+            # then fails); with any_errors_fatal every host of the block goes to rescue.
+            rescuers = [h for h in entering if h.active or h in failed] if play.any_errors_fatal else failed
             for host in failed:
+                host.data.update(host.failure)
+                self.stats[host.name]["rescued"] += 1
+                self.stats[host.name]["failed"] -= 1
+            for host in rescuers:
                 host.failed = False
-            self._steps(block.rescue, failed, play, top=False)
-            for host in failed:
-                if not host.failed:
-                    self.stats[host.name]["rescued"] += 1
-                    self.stats[host.name]["failed"] -= 1
+            self._steps(block.rescue, rescuers, play, top=False)
         if block.always:
             still_failed = [h for h in entering if h.failed]
             for host in still_failed:
                 host.failed = False
+            stopped_at = {h.name: h.last_task for h in still_failed}
             self._steps(block.always, [h for h in entering if not h.unreachable], play, top=False)
             for host in still_failed:
                 host.failed = True
+                host.last_task = stopped_at[host.name]
 
     def _selected_by_tags(self, task: Task) -> bool:
         tags = set(task.options.tags)
@@ -402,6 +410,9 @@ class Runner:
         self.emit(TaskFinished(task.display_name))
 
     def _after(self, task: Task, host: HostRun, outcome: Outcome) -> None:
+        if outcome.status == "failed" and not all(r.ignored for r in outcome.results if r.status == "failed"):
+            failed_task = {"name": task.name, "action": task.module, "args": task.args}
+            host.failure = {"ansible_failed_task": failed_task, "ansible_failed_result": dict(outcome.registered)}
         if task.register:
             host.data[task.register] = outcome.registered
         self._facts_target(task, host).data.update(outcome.set_vars)

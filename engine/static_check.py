@@ -32,6 +32,8 @@ MAGIC = frozenset(
         "omit",
         "role_path",
         "role_name",
+        "ansible_failed_task",
+        "ansible_failed_result",
     }
 )
 

@@ -235,3 +235,63 @@ def test_failed_hosts_leave_later_plays_and_a_failure_limit_ends_the_playbook(tm
     assert _counts(run, "h2") == (1, 0, 1, 1)
     assert _counts(run, "h3") == (1, 0, 2, 0)
     assert "fourth" not in run.stdout
+
+
+RESCUE_PLAY = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - block:
+        - name: boom
+          command: /bin/false
+          when: inventory_hostname == 'h1'
+      rescue:
+        - debug: msg="{{ ansible_failed_task.name }} {{ ansible_failed_result.rc }}"
+        - name: rescue fails
+          command: /bin/false
+          when: inventory_hostname == 'h1'
+      always:
+        - debug: msg=always
+    - debug: msg=after
+"""
+
+FATAL_PLAY = """
+- hosts: all
+  gather_facts: false
+  any_errors_fatal: true
+  tasks:
+    - block:
+        - name: boom2
+          command: /bin/false
+          when: inventory_hostname == 'h2'
+        - debug: msg=notreached
+      rescue:
+        - debug: msg="rescued {{ inventory_hostname }}"
+    - debug: msg=after2
+"""
+
+
+def test_rescue_sees_the_failure_and_counts_as_ansible_does(tmp_path):
+    """ansible_failed_task/ansible_failed_result in rescue; a failure that went to rescue
+    counts rescued=1 even when the rescue fails (ansible-core 2.19.14: h1 ok=2 failed=1
+    rescued=1)."""
+    (tmp_path / "hosts").write_text("h1\nh2\n")
+    (tmp_path / "p.yml").write_text(RESCUE_PLAY)
+    run = _run(tmp_path / "p.yml", tmp_path / "hosts")
+    assert run.rc == 2, run.stdout + run.stderr
+    assert _messages(run, "h1") == ["boom 1", "always"]
+    assert run.recap["h1"]["rescued"] == 1 and _counts(run, "h1") == (2, 0, 0, 1)
+    assert "rescue fails" in run.stdout.split('"recap"')[-1]  # where h1 stopped
+
+
+def test_any_errors_fatal_sends_every_host_to_rescue(tmp_path):
+    """One host fails in a block: every host leaves the block for the rescue; only the
+    failed one counts rescued (ansible-core 2.19.14)."""
+    (tmp_path / "hosts").write_text("h1\nh2\n")
+    (tmp_path / "p.yml").write_text(FATAL_PLAY)
+    run = _run(tmp_path / "p.yml", tmp_path / "hosts")
+    assert run.rc == 0, run.stdout + run.stderr
+    assert _messages(run, "h1") == ["rescued h1", "after2"]
+    assert _messages(run, "h2") == ["rescued h2", "after2"]
+    assert run.recap["h1"]["rescued"] == 0 and run.recap["h2"]["rescued"] == 1
+    assert _counts(run, "h1") == (2, 0, 1, 0)
