@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import facts as facts_mod
-from engine import loader, runlock, taskvars, templating
+from engine import loader, runlock, tags, taskvars, templating
 from engine.batches import Limits, batches
 from engine.connection.base import Connection
 from engine.connection.factory import open_connection
@@ -362,16 +362,17 @@ class Runner:
                 host.failed = True
                 host.last_task = stopped_at[host.name]
 
-    def _selected_by_tags(self, task: Task) -> bool:
-        tags = set(task.options.tags)
-        if self.options.skip_tags & tags:
-            return False
-        if self.options.tags:
-            return bool(tags & self.options.tags) or "always" in tags
-        return "never" not in tags
+    def _selected_by_tags(self, task: Task, hosts: list[HostRun]) -> bool:
+        try:
+            scope = self._scope(task, hosts[0]) if hosts else None
+            task_tags = tags.flatten(task.options.tags, scope)
+        except TemplateError as exc:
+            self.emit(Notice("warning", f"{task.location}: tags: {exc}"))
+            task_tags = tags.flatten(t for t in task.options.tags if not templating.is_template(t))
+        return tags.selected(task_tags, self.options.tags, self.options.skip_tags)
 
     def _task(self, task: Task, hosts: list[HostRun], handler: bool) -> None:
-        if not hosts or not self._selected_by_tags(task):
+        if not hosts or not self._selected_by_tags(task, hosts):
             return
         if task.module == "meta":
             self._meta(task, hosts)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO, RiggerRun, run_rigger
 
 CASES = REPO / "tests" / "differential" / "cases"
@@ -295,3 +297,44 @@ def test_any_errors_fatal_sends_every_host_to_rescue(tmp_path):
     assert _messages(run, "h2") == ["rescued h2", "after2"]
     assert run.recap["h1"]["rescued"] == 0 and run.recap["h2"]["rescued"] == 1
     assert _counts(run, "h1") == (2, 0, 1, 0)
+
+
+TAGS_PLAY = """
+- hosts: all
+  gather_facts: false
+  vars:
+    t: dyn
+  tasks:
+    - debug: msg=ab
+      tags: "a,b"
+    - debug: msg=templ
+      tags: "{{ t }}"
+    - debug: msg=untagged
+    - debug: msg=listed
+      tags: [c, never]
+    - debug: msg=alw
+      tags: always
+"""
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (["--tags", "b"], ["ab", "alw"]),
+        (["--tags", "dyn"], ["templ", "alw"]),
+        (["--tags", "tagged"], ["ab", "templ", "alw"]),
+        (["--tags", "untagged"], ["untagged", "alw"]),
+        (["--skip-tags", "a"], ["templ", "untagged", "alw"]),
+        (["--skip-tags", "untagged"], ["ab", "templ", "alw"]),
+        (["--tags", "never"], ["listed", "alw"]),
+        ([], ["ab", "templ", "untagged", "alw"]),
+    ],
+)
+def test_tags_select_as_ansible_does(tmp_path, options, expected):
+    """Comma-separated and templated tags, tagged/untagged/never/always (each expected
+    list recorded from ansible-core 2.19.14 with the same options)."""
+    (tmp_path / "hosts").write_text("h1\n")
+    (tmp_path / "p.yml").write_text(TAGS_PLAY)
+    run = _run(tmp_path / "p.yml", tmp_path / "hosts", *options)
+    assert run.rc == 0, run.stdout + run.stderr
+    assert _messages(run, "h1") == expected
