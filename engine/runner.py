@@ -110,9 +110,13 @@ class Runner:
         """One connection per host for the whole run. -e wins here too (as in Ansible):
         ``-e ansible_user=ops`` or ``-e host_key_checking=accept-new`` apply."""
         if host not in self._connections:
-            host_vars = {**self.inventory.hosts[host].vars, **self.options.extra_vars}
+            host_vars = self._host_connection_vars(host)
             self._connections[host] = open_connection(host, host_vars)
         return self._connections[host]
+
+    def _host_connection_vars(self, host: str) -> dict[str, Any]:
+        """The play's connection/remote_user are defaults; the host's variables and -e win."""
+        return {**self._play_now.connection_vars, **self.inventory.hosts[host].vars, **self.options.extra_vars}
 
     def _report_connection_warnings(self, hosts: list[HostRun]) -> None:
         for host in hosts:
@@ -126,7 +130,7 @@ class Runner:
         if self.options.check_mode or not to_bool(wanted):
             return None
         try:
-            host_vars = {**self.inventory.hosts[host.name].vars, **self.options.extra_vars}
+            host_vars = self._host_connection_vars(host.name)
             warning = self._locks.take(host.name, host_vars, host.conn, self.owner)
         except HostUnreachable as exc:
             return HostResult(host.name, "Acquiring the run lock", "unreachable", False, msg=str(exc))
@@ -191,6 +195,7 @@ class Runner:
 
     def _play(self, play: Play, playbook: Playbook) -> bool:
         """Run one play; False when a failure limit says the playbook ends here."""
+        self._play_now = play
         names = [name for name in self._select(play) if name not in self._left_out]
         self.emit(PlayStarted(play.name, tuple(names), self.options.check_mode))
         if not names:

@@ -338,3 +338,39 @@ def test_tags_select_as_ansible_does(tmp_path, options, expected):
     run = _run(tmp_path / "p.yml", tmp_path / "hosts", *options)
     assert run.rc == 0, run.stdout + run.stderr
     assert _messages(run, "h1") == expected
+
+
+def test_play_connection_keyword_and_delegate_facts(tmp_path):
+    """h1 and h2 would be reached over SSH but for the play's `connection: local`; a
+    set_fact delegated to h2 with delegate_facts lands on h2, not h1 (ansible-core
+    2.19.14: h1 'none', h2 'from h1'; h1 ok=2, h2 ok=1 skipped=1)."""
+    (tmp_path / "hosts").write_text("h1\nh2\n")
+    (tmp_path / "p.yml").write_text(
+        """
+- hosts: all
+  gather_facts: false
+  connection: local
+  tasks:
+    - set_fact:
+        given: "from {{ inventory_hostname }}"
+      delegate_to: h2
+      delegate_facts: true
+      when: inventory_hostname == 'h1'
+    - debug:
+        msg: "{{ given | default('none') }}"
+"""
+    )
+    run = run_rigger(
+        "run",
+        str(tmp_path / "p.yml"),
+        "-i",
+        str(tmp_path / "hosts"),
+        "-e",
+        "rigger_run_lock=false",
+        "--output",
+        "jsonl",
+    )
+    assert run.rc == 0, run.stdout + run.stderr
+    assert _messages(run, "h1") == ["none"]
+    assert _messages(run, "h2") == ["from h1"]
+    assert _counts(run, "h1") == (2, 0, 0, 0) and _counts(run, "h2") == (1, 0, 1, 0)
