@@ -374,3 +374,19 @@ def test_play_connection_keyword_and_delegate_facts(tmp_path):
     assert _messages(run, "h1") == ["none"]
     assert _messages(run, "h2") == ["from h1"]
     assert _counts(run, "h1") == (2, 0, 0, 0) and _counts(run, "h2") == (1, 0, 1, 0)
+
+
+def test_role_template_is_found_in_the_roles_templates_dir(tmp_path):
+    """write_file's template inside a role comes from the role's templates/ (where
+    Ansible's template module looks), rendered with the role's parameters."""
+    role = tmp_path / "roles" / "r"
+    (role / "tasks").mkdir(parents=True)
+    (role / "templates").mkdir()
+    (role / "templates" / "conf.j2").write_text("port={{ p }}\n")
+    out = tmp_path / "out.conf"
+    (role / "tasks" / "main.yml").write_text(f"- write_file:\n    path: {out}\n    template: conf.j2\n")
+    (tmp_path / "p.yml").write_text("- hosts: h1\n  gather_facts: false\n  roles:\n    - role: r\n      p: 8\n")
+    (tmp_path / "hosts").write_text("h1\n")
+    run = _run(tmp_path / "p.yml", tmp_path / "hosts")
+    assert run.rc == 0, run.stdout + run.stderr
+    assert out.read_text() == "port=8\n"
