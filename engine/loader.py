@@ -313,10 +313,11 @@ def _action(data: Any) -> tuple[str, Any, str]:
     """(canonical action name, its raw arguments, the YAML key that named it)."""
     keywords = task_keywords()
     others = [key for key in data if key not in keywords]
-    if "action" in data:
-        if others:
-            raise fail(data, others[0], f"a task runs one module; this one names action and {others[0]}")
-        return (*_action_value(data, data["action"]), "action")
+    for keyword in ("action", "local_action"):
+        if keyword in data:
+            if others:
+                raise fail(data, others[0], f"a task runs one module; this one names {keyword} and {others[0]}")
+            return (*_action_value(data, data[keyword], keyword), keyword)
     if not others:
         raise fail(data, None, "this task names no module")
     names = [registry.canonical(str(key)) for key in others]
@@ -332,19 +333,19 @@ def _action(data: Any) -> tuple[str, Any, str]:
     return names[0], args, str(others[0])
 
 
-def _action_value(data: Any, value: Any) -> tuple[str, Any]:
+def _action_value(data: Any, value: Any, keyword: str) -> tuple[str, Any]:
     """``action: debug msg=hi`` or ``action: {module: debug, msg: hi}``."""
     if isinstance(value, Mapping):
         rest = {k: v for k, v in value.items() if k != "module"}
         name = str(value.get("module", ""))
     else:
         if templating.is_template(str(value).split(" ")[0]):
-            raise fail(data, "action", "a module name chosen by a template (`action: {{ ... }}`) is not supported")
+            raise fail(data, keyword, f"a module name chosen by a template (`{keyword}: {{{{ ... }}}}`) is not supported")
         name, _, rest_text = str(value).strip().partition(" ")
         rest = rest_text  # type: ignore[assignment]
     canonical = registry.canonical(name)
     if canonical not in set(registry.module_names()) | STRUCTURE_ACTIONS:
-        raise fail(data, "action", _unknown_action(name, task_keywords()))
+        raise fail(data, keyword, _unknown_action(name, task_keywords()))
     if isinstance(data.get("args"), Mapping):
         rest = _with_args_keyword(rest, data["args"])
     return canonical, rest
@@ -375,6 +376,8 @@ def _task(data: Any, inherited: TaskOptions, ctx: includes.Loading, module: str,
     _check_keywords(data, [k for k in data if k in task_keywords()])
     loop_control = data.get("loop_control") or {}
     options = _options(data, inherited)
+    if key == "local_action":
+        options = replace(options, delegate_to="localhost")
     location = Location(getattr(data, "file", ""), line_of(data, key) or int(getattr(data, "line", 0)))
     include = None
     if module in ("include_tasks", "include_role"):

@@ -33,14 +33,12 @@ _ACCEPTED: dict[str, tuple[Any, ...] | None] = {
     "poll": None,
     "become_exe": None,
     "become_flags": None,
-    "local_action": None,
 }
 # Ignored because they change nothing rigger does (facts are rigger's own; no collections).
 IGNORED_PLAY_KEYS = frozenset({"collections", "gather_subset", "gather_timeout"})
 _HINTS = {
     "strategy": "rigger runs plays with the linear strategy",
     "async": "run long commands as a service, or with command's timeout",
-    "local_action": "use delegate_to: localhost",
     "become_user": "rigger becomes root only",
 }
 LOOP_LOOKUPS_SUPPORTED = frozenset({"with_items"})
@@ -59,6 +57,9 @@ def check(data: Mapping[str, Any], where: str) -> None:
             continue
         if key.startswith("with_") and key not in LOOP_LOOKUPS_SUPPORTED:
             raise _error(data, key, f"`{key}` loops are not supported (write it as `loop:`)")
+        if key == "include":
+            instead = "import_playbook" if where == "play" else "include_tasks or import_tasks"
+            raise _error(data, key, f"`include` was removed from Ansible (2.16); use {instead}")
         if key == "vars_files" and isinstance(value, list) and any(isinstance(v, list) for v in value):
             raise _error(data, key, "`vars_files` with a list of alternatives (first found) is not supported")
         if where == "play" and key in IGNORED_PLAY_KEYS:

@@ -26,10 +26,11 @@ def test_fqcn_names_and_key_value_arguments_validate(tmp_path):
         "    - ansible.legacy.set_fact: a=1 b='{{ 2 }}'\n"
         "    - ansible.builtin.command: ls -l chdir=/tmp\n"
         "    - action: debug msg=hi\n"
+        "    - local_action: command true\n"
         "    - ansible.builtin.meta: noop\n",
     )
     assert run.rc == 0, run.stderr
-    assert "5 tasks" in run.stdout
+    assert "6 tasks" in run.stdout
 
 
 @pytest.mark.parametrize(
@@ -39,7 +40,8 @@ def test_fqcn_names_and_key_value_arguments_validate(tmp_path):
         ("  vars_prompt:\n    - name: x\n  tasks: []\n", 3, "`vars_prompt` is not supported"),
         ("  tasks:\n    - debug: msg=x\n      with_dict: {a: 1}\n", 5, "`with_dict` loops are not supported"),
         ("  tasks:\n    - command: sleep 9\n      async: 10\n", 5, "`async: 10` is not supported"),
-        ("  tasks:\n    - local_action: command true\n", 4, "`local_action: command true` is not supported"),
+        ("  tasks:\n    - include: t.yml\n", 4, "`include` was removed from Ansible (2.16); use include_tasks"),
+        ("- include: other.yml\n", 3, "`include` was removed from Ansible (2.16); use import_playbook"),
         ("  tasks:\n    - meta: clear_facts\n", 4, "`meta: clear_facts` is not supported"),
         ("  tasks:\n    - become_user: postgres\n      command: 'true'\n", 4, "`become_user: postgres`"),
         ("  tasks:\n    - ansible.builtin.apt: name=x\n", 4, "module 'ansible.builtin.apt' (from ansible.builtin)"),

@@ -162,6 +162,8 @@ def test_delegated_task_uses_the_delegated_hosts_connection(tmp_path):
     - name: through ctl
       command: touch {tmp_path}/made-by-{{{{ inventory_hostname }}}}
       delegate_to: ctl
+    - name: local action
+      local_action: command touch {tmp_path}/local-marker
     - name: on h1 itself
       command: "true"
 """
@@ -169,6 +171,7 @@ def test_delegated_task_uses_the_delegated_hosts_connection(tmp_path):
     run = run_rigger("run", str(tmp_path / "p.yml"), "-i", str(tmp_path / "hosts"), "--output", "jsonl")
     assert marker.exists(), run.stdout + run.stderr
     assert [r["status"] for r in run.results("through ctl")] == ["changed"]
+    assert (tmp_path / "local-marker").exists()  # local_action: delegate_to localhost
     assert [r["status"] for r in run.results("on h1 itself")] == ["unreachable"]
     assert run.rc == 3
 
