@@ -340,7 +340,7 @@ def _action_value(data: Any, value: Any, keyword: str) -> tuple[str, Any]:
         name = str(value.get("module", ""))
     else:
         if templating.is_template(str(value).split(" ")[0]):
-            raise fail(data, keyword, f"a module name chosen by a template (`{keyword}: {{{{ ... }}}}`) is not supported")
+            raise fail(data, keyword, f"a module name chosen by a template (`{keyword}: {{{{...}}}}`) is not supported")
         name, _, rest_text = str(value).strip().partition(" ")
         rest = rest_text  # type: ignore[assignment]
     canonical = registry.canonical(name)

@@ -16,7 +16,8 @@ import pytest
 from tests.conftest import REPO, RiggerRun, run_rigger
 
 CASES = REPO / "tests" / "differential" / "cases"
-LOCAL = ["-e", "ansible_connection=local", "-e", "rigger_run_lock=false", "--output", "jsonl"]
+NO_LOCK = ["-e", "rigger_run_lock=false"]
+LOCAL = ["-e", "ansible_connection=local", *NO_LOCK, "--output", "jsonl"]
 
 
 def _run(playbook: Path, inventory: Path, *extra: str) -> RiggerRun:
@@ -168,7 +169,7 @@ def test_delegated_task_uses_the_delegated_hosts_connection(tmp_path):
       command: "true"
 """
     )
-    run = run_rigger("run", str(tmp_path / "p.yml"), "-i", str(tmp_path / "hosts"), "--output", "jsonl")
+    run = run_rigger("run", str(tmp_path / "p.yml"), "-i", str(tmp_path / "hosts"), *NO_LOCK, "--output", "jsonl")
     assert marker.exists(), run.stdout + run.stderr
     assert [r["status"] for r in run.results("through ctl")] == ["changed"]
     assert (tmp_path / "local-marker").exists()  # local_action: delegate_to localhost
