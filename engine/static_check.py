@@ -161,10 +161,16 @@ def _check_text_set(texts: Iterator[str], known: set[str], file: str, line: int,
             raise ValidationError(f"{what} uses undefined variable '{missing[0]}'{hint}", file=file, line=line)
 
 
+def _hint(name: str, known: set[str]) -> str:
+    if name.startswith("ansible_") and name not in known:
+        return " (an Ansible setup fact: rigger does not gather those; its own facts are under 'facts')"
+    return registry.suggest(name, sorted(known))
+
+
 def _check_names(read: set[str], known: set[str], task: Task) -> None:
     missing = sorted(read - known)
     if missing:
-        hint = registry.suggest(missing[0], sorted(known))
+        hint = _hint(missing[0], known)
         raise ValidationError(
             f"task '{task.display_name}' uses undefined variable '{missing[0]}'{hint}",
             file=task.location.file,
