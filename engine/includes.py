@@ -19,7 +19,7 @@ from typing import Any
 
 from engine import roles, templating
 from engine.errors import TemplateError, ValidationError
-from engine.model import Block, Include, Location, Play, RoleContext, Step, Task, TaskOptions
+from engine.playbook import Block, Include, Location, Play, RoleContext, Step, Task, TaskOptions
 from engine.yamlload import line_of, load_file
 
 StepsBuilder = Callable[[Any, TaskOptions, "Loading"], tuple[Step, ...]]
@@ -305,7 +305,7 @@ class _Where(dict[str, Any]):
 
 
 # ---- import_playbook -----------------------------------------------------------------
-PlaysLoader = Callable[[Path, dict[str, Any], tuple[str, ...], Any], list[Play]]
+PlaysLoader = Callable[[Path, dict[str, Any], tuple[str, ...]], list[Play]]
 IMPORT_PLAYBOOK_KEYS = frozenset({"import_playbook", "ansible.builtin.import_playbook", "name", "vars", "tags", "when"})
 
 
@@ -324,7 +324,7 @@ def import_playbook(
         raise _fail(item, key, f"import_playbook: '{target}' imports itself")
     if not child.is_file():
         raise _fail(item, key, f"import_playbook: '{target}' not found")
-    plays = load_plays(child, extra, stack, item)
+    plays = load_plays(child, extra, stack)
     extra_when = tuple(item["when"]) if isinstance(item.get("when"), list) else (item.get("when"),)
     extra_tags = item.get("tags")
     vars_ = _vars_of(item)

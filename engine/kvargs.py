@@ -75,9 +75,3 @@ def parse(text: str, free_form_keys: frozenset[str] | None = None) -> tuple[dict
         else:
             free.append(token)
     return args, " ".join(free)
-
-
-def looks_like_kv(text: str) -> bool:
-    """True when every token is ``key=value`` (a free-form string that is really arguments)."""
-    tokens = split_tokens(text)
-    return bool(tokens) and all(_KEY.match(t.partition("=")[0]) and "=" in t for t in tokens)

@@ -13,7 +13,7 @@ import jsonschema
 
 from engine import includes, kvargs, registry, templating, unsupported
 from engine.errors import TemplateError, ValidationError
-from engine.model import Block, Location, Play, Playbook, Step, Task, TaskOptions
+from engine.playbook import Block, Location, Play, Playbook, Step, Task, TaskOptions
 from engine.yamlload import LocatedDict, LocatedList, line_of, load_file
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
@@ -118,7 +118,7 @@ def _short(error: jsonschema.ValidationError) -> str:
 
 
 def load_playbook(path: str | Path, extra_vars: Mapping[str, Any] | None = None) -> Playbook:
-    plays = _playbook_plays(Path(path), dict(extra_vars or {}), (), None)
+    plays = _playbook_plays(Path(path), dict(extra_vars or {}), ())
     return Playbook(path=str(path), plays=tuple(plays))
 
 
@@ -128,7 +128,7 @@ def load_include(task: Task, args: Mapping[str, Any]) -> tuple[Step, ...]:
     return includes.load_at_run_time(task.include, args, task, _steps, _options)
 
 
-def _playbook_plays(path: Path, extra: dict[str, Any], stack: tuple[str, ...], importer: Any) -> list[Play]:
+def _playbook_plays(path: Path, extra: dict[str, Any], stack: tuple[str, ...]) -> list[Play]:
     data = load_file(path)
     name = str(path)
     if data is None:

@@ -28,9 +28,7 @@ from engine.errors import (
 )
 from engine.executor import ExecOptions, Outcome, TaskRunner
 from engine.filters import to_bool
-from engine.hostlocks import HostLocks
 from engine.inventory import select_hosts
-from engine.model import Block, Inventory, Location, Play, Playbook, Step, Task
 from engine.output.events import (
     COUNTERS,
     Event,
@@ -39,9 +37,12 @@ from engine.output.events import (
     PlayStarted,
     Progress,
     Recap,
+    Status,
     TaskFinished,
     TaskStarted,
 )
+from engine.playbook import Block, Inventory, Location, Play, Playbook, Step, Task, host_magic
+from engine.runlock.hostlocks import HostLocks
 from engine.yamlload import load_file
 
 
@@ -133,7 +134,7 @@ class Runner:
             host_vars = self._host_connection_vars(host.name)
             warning = self._locks.take(host.name, host_vars, host.conn, self.owner)
         except HostUnreachable as exc:
-            return HostResult(host.name, "Acquiring the run lock", "unreachable", False, msg=str(exc))
+            return HostResult(host.name, "Acquiring the run lock", Status.UNREACHABLE, False, msg=str(exc))
         if warning:
             self.emit(Notice("warning", warning, host.name))
         return None
@@ -225,18 +226,12 @@ class Runner:
 
     def _host_run(self, name: str, play_vars: Mapping[str, Any]) -> HostRun:
         host = self.inventory.hosts[name]
-        magic = {
-            "inventory_hostname": name,
-            "group_names": list(host.groups),
-            "groups": {g: list(m) for g, m in self.inventory.groups.items()},
-            "ansible_check_mode": self.options.check_mode,
-            "ansible_diff_mode": self.options.diff,
-        }
+        magic = host_magic(host, self.inventory, self.options.check_mode, self.options.diff)
         return HostRun(
             name=name,
             inventory_vars={**host.vars, **magic, **play_vars},
             conn=self.connection(name),
-            data={"facts": {"gpus": [], "gpu_count": 0, "gpu_backend": "none"}},
+            data={"facts": facts_mod.defaults()},
         )
 
     def _batch(self, play: Play, hosts: list[HostRun]) -> bool:
@@ -270,11 +265,11 @@ class Runner:
             started = time.monotonic()
             try:
                 host.data["facts"] = facts_mod.gather(host.conn)
-                return HostResult(host.name, "Gathering Facts", "ok", False, duration_s=time.monotonic() - started)
+                return HostResult(host.name, "Gathering Facts", Status.OK, False, duration_s=time.monotonic() - started)
             except HostUnreachable as exc:
-                return HostResult(host.name, "Gathering Facts", "unreachable", False, msg=str(exc))
+                return HostResult(host.name, "Gathering Facts", Status.UNREACHABLE, False, msg=str(exc))
             except RiggerError as exc:
-                return HostResult(host.name, "Gathering Facts", "failed", False, msg=str(exc))
+                return HostResult(host.name, "Gathering Facts", Status.FAILED, False, msg=str(exc))
 
         for host, result in zip(hosts, self._parallel(gather, hosts), strict=True):
             self._record(host, result, "Gathering Facts")
@@ -318,7 +313,7 @@ class Runner:
         if result.status == "changed":
             stats["changed"] += 1
             stats["ok"] += 1
-        elif result.status in ("ok", "skipped", "failed", "unreachable"):
+        elif result.status in (Status.OK, Status.SKIPPED, Status.FAILED, Status.UNREACHABLE):
             stats[result.status] += 1
         if result.status == "failed":
             host.failed = True
@@ -459,7 +454,7 @@ class Runner:
                 if templating.all_true(task.options.when, self._scope(task, host)):
                     chosen.append(host)
             except TemplateError as exc:
-                self._record(host, HostResult(host.name, task.display_name, "failed", False, msg=str(exc)), "meta")
+                self._record(host, HostResult(host.name, task.display_name, Status.FAILED, False, msg=str(exc)), "meta")
         if action == "end_host":
             for host in chosen:
                 host.ended = True
@@ -483,7 +478,7 @@ class Runner:
                 steps = self._included_steps(task, args)
             except RiggerError as exc:
                 for host in members:
-                    self._record(host, HostResult(host.name, task.display_name, "failed", False, msg=str(exc)), "")
+                    self._record(host, HostResult(host.name, task.display_name, Status.FAILED, False, msg=str(exc)), "")
                 continue
             if pinned:
                 steps = tuple(taskvars.with_pinned(step, pinned) for step in steps)
@@ -493,7 +488,7 @@ class Runner:
         scope = self._scope(task, host)
         try:
             if not templating.all_true(task.options.when, scope):
-                self._record(host, HostResult(host.name, task.display_name, "skipped", False), task.display_name)
+                self._record(host, HostResult(host.name, task.display_name, Status.SKIPPED, False), task.display_name)
                 return []
             items = [None] if task.loop is None else templating.render(task.loop, scope)
             if not isinstance(items, list):
@@ -506,11 +501,11 @@ class Runner:
                 args = templating.render(task.args, scope.child(pinned))
                 found.append((args, pinned))
                 shown = args.get("file") or args.get("name")
-                result = HostResult(host.name, task.display_name, "ok", False, msg=f"included: {shown}", item=item)
+                result = HostResult(host.name, task.display_name, Status.OK, False, msg=f"included: {shown}", item=item)
                 self._record(host, result, task.display_name)
             return found
         except TemplateError as exc:
-            self._record(host, HostResult(host.name, task.display_name, "failed", False, msg=str(exc)), "")
+            self._record(host, HostResult(host.name, task.display_name, Status.FAILED, False, msg=str(exc)), "")
             return []
 
     def _included_steps(self, task: Task, args: Mapping[str, Any]) -> tuple[Step, ...]:
@@ -555,14 +550,14 @@ class Runner:
         try:
             name = str(templating.render(task.options.delegate_to, scope)).strip()
         except TemplateError as exc:
-            return host.conn, HostResult(host.name, task.display_name, "failed", False, msg=f"delegate_to: {exc}")
+            return host.conn, HostResult(host.name, task.display_name, Status.FAILED, False, msg=f"delegate_to: {exc}")
         self._delegated_to[host.name] = name
         if name == host.name:
             return host.conn, None
         try:
             return self._delegate_connection(name), None
         except HostUnreachable as exc:
-            return host.conn, HostResult(host.name, task.display_name, "unreachable", False, msg=f"{name}: {exc}")
+            return host.conn, HostResult(host.name, task.display_name, Status.UNREACHABLE, False, msg=f"{name}: {exc}")
 
     def _delegate_connection(self, name: str) -> Connection:
         with self._delegate_guard:

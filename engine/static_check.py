@@ -16,51 +16,11 @@ from jinja2 import meta, nodes
 
 from engine import registry, templating
 from engine.errors import ValidationError
-from engine.model import Block, Inventory, Play, Playbook, Step, Task
+from engine.playbook import MAGIC_VARIABLES, Inventory, Play, Playbook, Task, all_tasks, walk
 from engine.yamlload import load_file
 
-MAGIC = frozenset(
-    {
-        "inventory_hostname",
-        "group_names",
-        "groups",
-        "ansible_check_mode",
-        "ansible_diff_mode",
-        "playbook_dir",
-        "facts",
-        "hostvars",
-        "omit",
-        "role_path",
-        "role_name",
-        "ansible_failed_task",
-        "ansible_failed_result",
-    }
-)
-
-
-def _tasks_with_names(
-    steps: tuple[Step, ...], names: frozenset[str] = frozenset()
-) -> Iterator[tuple[Task, frozenset[str]]]:
-    """Every task, inside blocks, roles and includes read at load time, with the names an
-    enclosing include's loop defines for it."""
-    for step in steps:
-        if isinstance(step, Block):
-            yield from _tasks_with_names(step.block + step.rescue + step.always, names)
-            continue
-        yield step, names
-        if step.include is not None and step.include.preloaded is not None:
-            inner = names | ({step.loop_var, step.index_var} - {None} if step.loop is not None else set())
-            yield from _tasks_with_names(step.include.preloaded, frozenset(n for n in inner if n))
-
-
-def _tasks(steps: tuple[Step, ...]) -> Iterator[Task]:
-    for task, _ in _tasks_with_names(steps):
-        yield task
-
-
-def _all_tasks(book: Playbook) -> Iterator[Task]:
-    for play in book.plays:
-        yield from _tasks(play.tasks + play.handlers)
+# names rigger defines for tasks in roles and in rescue sections
+STRUCTURE_MAGIC = frozenset({"role_path", "role_name", "ansible_failed_task", "ansible_failed_result"})
 
 
 def _task_names(task: Task) -> set[str]:
@@ -111,7 +71,7 @@ def names_read(source: str, condition: bool = False) -> set[str]:
 
 
 def defined_names(book: Playbook, play: Play, inventory: Inventory, extra: Mapping[str, Any]) -> set[str]:
-    names = set(MAGIC) | set(extra) | set(play.vars) | set(templating.environment().globals)
+    names = set(MAGIC_VARIABLES) | STRUCTURE_MAGIC | set(extra) | set(play.vars) | set(templating.environment().globals)
     names |= set(play.role_defaults) | set(play.role_vars)
     for host in inventory.hosts.values():
         names |= set(host.vars)
@@ -119,7 +79,7 @@ def defined_names(book: Playbook, play: Play, inventory: Inventory, extra: Mappi
         data = load_file(path)
         if isinstance(data, Mapping):
             names |= set(data)
-    for task in _all_tasks(book):
+    for task in all_tasks(book):
         if task.register:
             names.add(task.register)
         if task.module == "set_fact" and isinstance(task.args, Mapping):
@@ -145,7 +105,7 @@ def check(book: Playbook, inventory: Inventory, extra: Mapping[str, Any]) -> Non
         known = defined_names(book, play, inventory, extra)
         for name, value in play.vars.items():
             _check_text_set(_strings(value), known, play.location.file, play.location.line, f"play variable '{name}'")
-        for task, enclosing in _tasks_with_names(play.tasks + play.handlers):
+        for task, enclosing in walk(play.tasks + play.handlers):
             local = known | enclosing | _task_names(task)
             if task.module in ("debug",) and isinstance(task.args, Mapping) and "var" in task.args:
                 _check_names(names_read(str(task.args["var"]), True), local, task)

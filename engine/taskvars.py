@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from engine import templating
-from engine.model import Block, Play, Step, Task
+from engine.playbook import Block, Play, Step, Task
 
 
 def task_scope(

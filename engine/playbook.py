@@ -1,0 +1,188 @@
+"""The playbook and inventory as frozen values. Built by the loaders, read by the runner."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Location:
+    file: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class RoleContext:
+    """The role a task came from: its variables by precedence level, and where it lives.
+    ``defaults`` and ``vars`` include those of its dependencies and of the roles that
+    pulled it in (Ansible's dependency chain)."""
+
+    name: str
+    path: str
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    vars: Mapping[str, Any] = field(default_factory=dict)
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """Keywords that a block (or an import, or a role) passes down to the tasks inside it."""
+
+    when: tuple[Any, ...] = ()
+    tags: tuple[Any, ...] = ()
+    become: bool | None = None
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    no_log: bool | None = None
+    ignore_errors: bool | None = None
+    vars: Mapping[str, Any] = field(default_factory=dict)
+    run_once: Any = None
+    delegate_to: Any = None
+    delegate_facts: bool | None = None
+    role: RoleContext | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    pinned: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Include:
+    """A dynamic include (``include_tasks`` / ``include_role``): what it loads is decided when
+    it runs, per host. ``preloaded`` is what a literal target loads to, read once at load
+    time so that validation and the static check see inside it."""
+
+    kind: str
+    playbook_dir: str
+    base_dir: str
+    role_dir: str
+    target: str
+    options: TaskOptions
+    preloaded: tuple[Step, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    module: str
+    args: Any
+    location: Location
+    options: TaskOptions = TaskOptions()
+    loop: Any = None
+    loop_var: str = "item"
+    register: str | None = None
+    changed_when: tuple[Any, ...] = ()
+    failed_when: tuple[Any, ...] = ()
+    until: tuple[Any, ...] = ()
+    retries: int = 3
+    delay_s: float = 5.0
+    notify: tuple[str, ...] = ()
+    listen: tuple[str, ...] = ()
+    timeout_s: float | None = None
+    index_var: str | None = None
+    include: Include | None = None
+
+    @property
+    def display_name(self) -> str:
+        """As Ansible shows it: a role's tasks are ``role : name``."""
+        name = self.name or self.module
+        return f"{self.options.role.name} : {name}" if self.options.role is not None else name
+
+
+@dataclass(frozen=True)
+class Block:
+    name: str
+    block: tuple[Step, ...]
+    location: Location
+    rescue: tuple[Step, ...] = ()
+    always: tuple[Step, ...] = ()
+    options: TaskOptions = TaskOptions()
+
+
+Step = Task | Block
+
+
+@dataclass(frozen=True)
+class Play:
+    name: str
+    hosts: str
+    location: Location
+    tasks: tuple[Step, ...] = ()
+    handlers: tuple[Task, ...] = ()
+    vars: Mapping[str, Any] = field(default_factory=dict)
+    vars_files: tuple[str, ...] = ()
+    gather_facts: bool = True
+    serial: tuple[int | str, ...] = ()
+    max_fail_percentage: float | None = None
+    any_errors_fatal: bool = False
+    options: TaskOptions = TaskOptions()
+    role_defaults: Mapping[str, Any] = field(default_factory=dict)
+    role_vars: Mapping[str, Any] = field(default_factory=dict)
+    connection_vars: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Playbook:
+    path: str
+    plays: tuple[Play, ...]
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    vars: Mapping[str, Any]
+    groups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Inventory:
+    hosts: Mapping[str, Host]
+    groups: Mapping[str, tuple[str, ...]]
+    sources: tuple[str, ...] = ()
+
+
+def all_tasks(book: Playbook) -> Iterator[Task]:
+    """Every task of the playbook, handlers included, blocks (block, rescue, always) opened."""
+    for play in book.plays:
+        yield from play_tasks(play)
+
+
+def play_tasks(play: Play) -> Iterator[Task]:
+    """Every task of one play, handlers included, blocks opened."""
+    yield from _tasks(play.tasks + play.handlers)
+
+
+def _tasks(steps: tuple[Step, ...]) -> Iterator[Task]:
+    for task, _ in walk(steps):
+        yield task
+
+
+def walk(steps: tuple[Step, ...], loop_names: frozenset[str] = frozenset()) -> Iterator[tuple[Task, frozenset[str]]]:
+    """Every task inside blocks and inside the includes read at load time, with the loop
+    variables an enclosing include defines for it."""
+    for step in steps:
+        if isinstance(step, Block):
+            yield from walk(step.block + step.rescue + step.always, loop_names)
+            continue
+        yield step, loop_names
+        if step.include is not None and step.include.preloaded is not None:
+            names = {step.loop_var, step.index_var or ""} - {""} if step.loop is not None else set()
+            yield from walk(step.include.preloaded, loop_names | names)
+
+
+def host_magic(host: Host, inventory: Inventory, check_mode: bool, diff_mode: bool) -> dict[str, Any]:
+    """The magic variables rigger defines for one host (Ansible's names)."""
+    return {
+        "inventory_hostname": host.name,
+        "group_names": list(host.groups),
+        "groups": {group: list(members) for group, members in inventory.groups.items()},
+        "ansible_check_mode": check_mode,
+        "ansible_diff_mode": diff_mode,
+    }
+
+
+# every name rigger defines without the user: the per-host magic, the play's playbook_dir
+# (a play var may override it) and the gathered facts
+MAGIC_VARIABLES = frozenset(host_magic(Host("", {}), Inventory({}, {}), False, False)) | {"playbook_dir", "facts"}
