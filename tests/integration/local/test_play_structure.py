@@ -394,3 +394,32 @@ def test_role_template_is_found_in_the_roles_templates_dir(tmp_path):
     run = _run(tmp_path / "p.yml", tmp_path / "hosts")
     assert run.rc == 0, run.stdout + run.stderr
     assert out.read_text() == "port=8\n"
+
+
+def test_until_registers_attempts_and_stripped_output(tmp_path):
+    """A command retried until its third run: registered attempts=3, stdout without its
+    newline, stderr_lines (ansible-core 2.19.14: "3 3 ['err']", ok=2 changed=1)."""
+    (tmp_path / "hosts").write_text("h1\n")
+    counter = "n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n; echo $n; echo err >&2\n"
+    (tmp_path / "count.sh").write_text(counter)
+    (tmp_path / "p.yml").write_text(
+        """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: count
+      command: sh count.sh
+      args:
+        chdir: "{{ playbook_dir }}"
+      register: r
+      until: r.stdout == "3"
+      retries: 5
+      delay: 0
+    - debug:
+        msg: "{{ r.attempts }} {{ r.stdout }} {{ r.stderr_lines }}"
+"""
+    )
+    run = _run(tmp_path / "p.yml", tmp_path / "hosts")
+    assert run.rc == 0, run.stdout + run.stderr
+    assert _messages(run, "h1") == ["3 3 ['err']"]
+    assert _counts(run, "h1") == (2, 1, 0, 0)
