@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from engine import registry, templating
+from engine import loops, registry, templating
 from engine.connection.base import Connection, ScopedConnection, TaskScope
 from engine.errors import HostUnreachable, TaskFailed, TemplateError
 from engine.filters import to_bool
@@ -36,6 +36,14 @@ class Outcome:
     @property
     def changed(self) -> bool:
         return self.status == Status.CHANGED
+
+
+def loop_items(task: Task, scope: templating.Scope) -> list[Any]:
+    """The task's loop rendered and shaped (``with_dict``, ``with_items``...)."""
+    try:
+        return loops.items(task.loop_kind, templating.render(task.loop, scope))
+    except ValueError as exc:
+        raise TemplateError(str(exc)) from None
 
 
 def _command_output(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,11 +104,9 @@ class TaskRunner:
             result, set_vars = self._one(self.scope, None)
             return Outcome((result,), result.status, _registered(result), set_vars)
         try:
-            items = templating.render(task.loop, self.scope)
+            items = loop_items(task, self.scope)
         except TemplateError as exc:
             return self._whole_failure(f"loop: {exc}")
-        if not isinstance(items, list):
-            return self._whole_failure(f"loop must be a list, got {type(items).__name__}")
         results, set_vars = [], {}
         for index, item in enumerate(items):
             loop_vars = {task.loop_var: item, **({task.index_var: index} if task.index_var else {})}

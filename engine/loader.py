@@ -11,7 +11,7 @@ from typing import Any
 
 import jsonschema
 
-from engine import includes, kvargs, registry, templating, unsupported
+from engine import includes, kvargs, loops, registry, templating, unsupported
 from engine.errors import TemplateError, ValidationError
 from engine.playbook import Block, Location, Play, Playbook, Step, Task, TaskOptions
 from engine.yamlload import LocatedDict, LocatedList, line_of, load_file
@@ -260,7 +260,7 @@ def _step(data: Any, inherited: TaskOptions, ctx: includes.Loading, parent: Any,
         return _block(data, inherited, ctx)
     action, args, key = _action(data)
     if action in ("import_tasks", "import_role"):
-        if data.get("loop") is not None or data.get("with_items") is not None:
+        if loops.source(data)[0]:
             raise fail(data, key, f"you cannot use loops on '{action}' (use '{action.replace('import', 'include')}')")
         _check_keywords(data, [k for k in data if k in task_keywords()])
         options = _options(data, inherited)
@@ -392,7 +392,8 @@ def _task(data: Any, inherited: TaskOptions, ctx: includes.Loading, module: str,
         args=args,
         location=location,
         options=options,
-        loop=data.get("loop", data.get("with_items")),
+        loop=loops.source(data)[1],
+        loop_kind=loops.source(data)[0] or "loop",
         loop_var=loop_control.get("loop_var", "item"),
         index_var=loop_control.get("index_var"),
         register=data.get("register"),

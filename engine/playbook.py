@@ -71,6 +71,7 @@ class Task:
     location: Location
     options: TaskOptions = TaskOptions()
     loop: Any = None
+    loop_kind: str = "loop"
     loop_var: str = "item"
     register: str | None = None
     changed_when: tuple[Any, ...] = ()

@@ -26,7 +26,7 @@ from engine.errors import (
     TemplateError,
     ValidationError,
 )
-from engine.executor import ExecOptions, Outcome, TaskRunner
+from engine.executor import ExecOptions, Outcome, TaskRunner, loop_items
 from engine.filters import to_bool
 from engine.inventory import select_hosts
 from engine.output.events import (
@@ -490,9 +490,7 @@ class Runner:
             if not templating.all_true(task.options.when, scope):
                 self._record(host, HostResult(host.name, task.display_name, Status.SKIPPED, False), task.display_name)
                 return []
-            items = [None] if task.loop is None else templating.render(task.loop, scope)
-            if not isinstance(items, list):
-                raise TemplateError(f"loop must be a list, got {type(items).__name__}")
+            items = [None] if task.loop is None else loop_items(task, scope)
             found = []
             for index, item in enumerate(items):
                 pinned = {} if task.loop is None else {task.loop_var: item}

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from engine import loops
 from engine.errors import ValidationError
 from engine.yamlload import line_of
 
@@ -41,7 +42,6 @@ _HINTS = {
     "async": "run long commands as a service, or with command's timeout",
     "become_user": "rigger becomes root only",
 }
-LOOP_LOOKUPS_SUPPORTED = frozenset({"with_items"})
 
 
 def _message(key: str, value: Any) -> str:
@@ -55,7 +55,7 @@ def check(data: Mapping[str, Any], where: str) -> None:
     for key, value in data.items():
         if not isinstance(key, str):
             continue
-        if key.startswith("with_") and key not in LOOP_LOOKUPS_SUPPORTED:
+        if key.startswith("with_") and key[len("with_") :] not in loops.WITH_KINDS:
             raise _error(data, key, f"`{key}` loops are not supported (write it as `loop:`)")
         if key == "include":
             instead = "import_playbook" if where == "play" else "include_tasks or import_tasks"

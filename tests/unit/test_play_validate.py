@@ -38,7 +38,7 @@ def test_fqcn_names_and_key_value_arguments_validate(tmp_path):
     [
         ("  strategy: free\n  tasks: []\n", 3, "`strategy: free` is not supported"),
         ("  vars_prompt:\n    - name: x\n  tasks: []\n", 3, "`vars_prompt` is not supported"),
-        ("  tasks:\n    - debug: msg=x\n      with_dict: {a: 1}\n", 5, "`with_dict` loops are not supported"),
+        ("  tasks:\n    - debug: msg=x\n      with_sequence: count=2\n", 5, "`with_sequence` loops are not supported"),
         ("  tasks:\n    - command: sleep 9\n      async: 10\n", 5, "`async: 10` is not supported"),
         ("  tasks:\n    - include: t.yml\n", 4, "`include` was removed from Ansible (2.16); use include_tasks"),
         ("- include: other.yml\n", 3, "`include` was removed from Ansible (2.16); use import_playbook"),

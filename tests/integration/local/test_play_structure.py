@@ -423,3 +423,37 @@ def test_until_registers_attempts_and_stripped_output(tmp_path):
     assert run.rc == 0, run.stdout + run.stderr
     assert _messages(run, "h1") == ["3 3 ['err']"]
     assert _counts(run, "h1") == (2, 1, 0, 0)
+
+
+def test_with_loops_shape_items_as_ansible_lookups_do(tmp_path):
+    """with_items flattens one level, with_list does not; with_dict, with_indexed_items,
+    with_nested, with_together (items recorded from ansible-core 2.19.14)."""
+    (tmp_path / "hosts").write_text("h1\n")
+    (tmp_path / "p.yml").write_text(
+        """
+- hosts: all
+  gather_facts: false
+  vars:
+    d: {a: 1, b: 2}
+  tasks:
+    - {name: items, debug: msg=x, with_items: [[1, 2], 3]}
+    - {name: dict, debug: msg=x, with_dict: "{{ d }}"}
+    - {name: indexed, debug: msg=x, with_indexed_items: [x, y]}
+    - {name: nested, debug: msg=x, with_nested: [[1, 2], [a, b]]}
+    - {name: together, debug: msg=x, with_together: [[1, 2], [a]]}
+    - {name: list, debug: msg=x, with_list: [[1, 2], 3]}
+"""
+    )
+    run = _run(tmp_path / "p.yml", tmp_path / "hosts")
+    assert run.rc == 0, run.stdout + run.stderr
+
+    def items(task: str) -> list[object]:
+        return [r["item"] for r in run.results(task)]
+
+    assert items("items") == [1, 2, 3]
+    assert items("dict") == [{"key": "a", "value": 1}, {"key": "b", "value": 2}]
+    assert items("indexed") == [[0, "x"], [1, "y"]]
+    assert items("nested") == [[1, "a"], [1, "b"], [2, "a"], [2, "b"]]
+    assert items("together") == [[1, "a"], [2, None]]
+    assert items("list") == [[1, 2], 3]
+    assert _counts(run, "h1") == (6, 0, 0, 0)
