@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from engine import registry, templating
+from engine import loops, registry, templating
 from engine.connection.base import Connection, ScopedConnection, TaskScope
 from engine.errors import HostUnreachable, TaskFailed, TemplateError
 from engine.filters import to_bool
@@ -38,9 +38,28 @@ class Outcome:
         return self.status == Status.CHANGED
 
 
+def loop_items(task: Task, scope: templating.Scope) -> list[Any]:
+    """The task's loop rendered and shaped (``with_dict``, ``with_items``...)."""
+    try:
+        return loops.items(task.loop_kind, templating.render(task.loop, scope))
+    except ValueError as exc:
+        raise TemplateError(str(exc)) from None
+
+
+def _command_output(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Ansible's shape of a command's output: trailing newlines stripped, ``*_lines`` too."""
+    shaped = dict(data)
+    for stream in ("stdout", "stderr"):
+        text = shaped.get(stream)
+        if isinstance(text, str):
+            shaped[stream] = text.rstrip("\r\n")
+            shaped[f"{stream}_lines"] = shaped[stream].splitlines()
+    return shaped
+
+
 def _registered(result: HostResult) -> dict[str, Any]:
     return {
-        **dict(result.data),
+        **_command_output(result.data),
         "changed": result.changed,
         "failed": result.status == Status.FAILED,
         "skipped": result.status == Status.SKIPPED,
@@ -85,14 +104,14 @@ class TaskRunner:
             result, set_vars = self._one(self.scope, None)
             return Outcome((result,), result.status, _registered(result), set_vars)
         try:
-            items = templating.render(task.loop, self.scope)
+            items = loop_items(task, self.scope)
         except TemplateError as exc:
             return self._whole_failure(f"loop: {exc}")
-        if not isinstance(items, list):
-            return self._whole_failure(f"loop must be a list, got {type(items).__name__}")
         results, set_vars = [], {}
-        for item in items:
-            result, item_vars = self._one(self.scope.child({task.loop_var: item}), item)
+        for index, item in enumerate(items):
+            loop_vars = {task.loop_var: item, **({task.index_var: index} if task.index_var else {})}
+            # each item sees what set_fact did in the items before it
+            result, item_vars = self._one(self.scope.child({**set_vars, **loop_vars}), item)
             results.append(result)
             set_vars.update(item_vars)
         return Outcome(tuple(results), _loop_status(results), _loop_registered(results), set_vars)
@@ -143,6 +162,8 @@ class TaskRunner:
         attempt = _failed("no attempt made")
         for number in range(1, attempts + 1):
             attempt = self._judged(self._attempt(scope), scope)
+            if self.task.until:
+                attempt = replace(attempt, data={**attempt.data, "attempts": number})
             if not self.task.until or attempt.status in (Status.UNREACHABLE, Status.SKIPPED):
                 return attempt
             if self._holds(self.task.until, attempt, scope):
@@ -160,7 +181,7 @@ class TaskRunner:
 
     def _holds(self, conditions: tuple[Any, ...], attempt: _Attempt, scope: templating.Scope) -> bool:
         registered = {
-            **dict(attempt.data),
+            **_command_output(attempt.data),
             "changed": attempt.changed,
             "failed": attempt.status == Status.FAILED,
             "msg": attempt.msg,

@@ -19,15 +19,50 @@ class Location:
 
 
 @dataclass(frozen=True)
+class RoleContext:
+    """The role a task came from: its variables by precedence level, and where it lives.
+    ``defaults`` and ``vars`` include those of its dependencies and of the roles that
+    pulled it in (Ansible's dependency chain)."""
+
+    name: str
+    path: str
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    vars: Mapping[str, Any] = field(default_factory=dict)
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class TaskOptions:
-    """Keywords that a block passes down to the tasks inside it."""
+    """Keywords that a block (or an import, or a role) passes down to the tasks inside it."""
 
     when: tuple[Any, ...] = ()
-    tags: tuple[str, ...] = ()
+    tags: tuple[Any, ...] = ()
     become: bool | None = None
     environment: Mapping[str, Any] = field(default_factory=dict)
     no_log: bool | None = None
     ignore_errors: bool | None = None
+    vars: Mapping[str, Any] = field(default_factory=dict)
+    run_once: Any = None
+    delegate_to: Any = None
+    delegate_facts: bool | None = None
+    role: RoleContext | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    pinned: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Include:
+    """A dynamic include (``include_tasks`` / ``include_role``): what it loads is decided when
+    it runs, per host. ``preloaded`` is what a literal target loads to, read once at load
+    time so that validation and the static check see inside it."""
+
+    kind: str
+    playbook_dir: str
+    base_dir: str
+    role_dir: str
+    target: str
+    options: TaskOptions
+    preloaded: tuple[Step, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -38,6 +73,7 @@ class Task:
     location: Location
     options: TaskOptions = TaskOptions()
     loop: Any = None
+    loop_kind: str = "loop"
     loop_var: str = "item"
     register: str | None = None
     changed_when: tuple[Any, ...] = ()
@@ -48,10 +84,14 @@ class Task:
     notify: tuple[str, ...] = ()
     listen: tuple[str, ...] = ()
     timeout_s: float | None = None
+    index_var: str | None = None
+    include: Include | None = None
 
     @property
     def display_name(self) -> str:
-        return self.name or self.module
+        """As Ansible shows it: a role's tasks are ``role : name``."""
+        name = self.name or self.module
+        return f"{self.options.role.name} : {name}" if self.options.role is not None else name
 
 
 @dataclass(frozen=True)
@@ -81,6 +121,9 @@ class Play:
     max_fail_percentage: float | None = None
     any_errors_fatal: bool = False
     options: TaskOptions = TaskOptions()
+    role_defaults: Mapping[str, Any] = field(default_factory=dict)
+    role_vars: Mapping[str, Any] = field(default_factory=dict)
+    connection_vars: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -129,8 +172,18 @@ def play_tasks(play: Play) -> Iterator[Task]:
 
 
 def _tasks(steps: tuple[Step, ...]) -> Iterator[Task]:
+    for task, _ in walk(steps):
+        yield task
+
+
+def walk(steps: tuple[Step, ...], loop_names: frozenset[str] = frozenset()) -> Iterator[tuple[Task, frozenset[str]]]:
+    """Every task inside blocks and inside the includes read at load time, with the loop
+    variables an enclosing include defines for it."""
     for step in steps:
         if isinstance(step, Block):
-            yield from _tasks(step.block + step.rescue + step.always)
-        else:
-            yield step
+            yield from walk(step.block + step.rescue + step.always, loop_names)
+            continue
+        yield step, loop_names
+        if step.include is not None and step.include.preloaded is not None:
+            names = {step.loop_var, step.index_var or ""} - {""} if step.loop is not None else set()
+            yield from walk(step.include.preloaded, loop_names | names)

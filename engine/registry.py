@@ -100,6 +100,33 @@ def module_names() -> tuple[str, ...]:
     return tuple(sorted(_room_of()))
 
 
+# Our modules that Ansible also has under the same name, and the structural actions the
+# loader and runner handle. ``ansible.builtin.debug`` and ``ansible.legacy.debug`` are
+# ``debug``; nothing else is renamed (one place for every alias).
+ANSIBLE_BUILTINS = frozenset(
+    {
+        "assert",
+        "command",
+        "debug",
+        "set_fact",
+        "meta",
+        "include_tasks",
+        "import_tasks",
+        "include_role",
+        "import_role",
+    }
+)
+ANSIBLE_COLLECTIONS = ("ansible.builtin.", "ansible.legacy.")
+
+
+def canonical(name: str) -> str:
+    """The name rigger knows a task action by: FQCN prefixes of Ansible's builtins dropped."""
+    for prefix in ANSIBLE_COLLECTIONS:
+        if name.startswith(prefix) and name[len(prefix) :] in ANSIBLE_BUILTINS:
+            return name[len(prefix) :]
+    return name
+
+
 def suggest(name: str, candidates: tuple[str, ...] | list[str]) -> str:
     close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""

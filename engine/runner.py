@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import facts as facts_mod
-from engine import magicvars, runlock, templating
+from engine import loader, magicvars, runlock, tags, taskvars, templating
 from engine.batches import Limits, batches
 from engine.connection.base import Connection
 from engine.connection.factory import open_connection
@@ -22,9 +23,10 @@ from engine.errors import (
     EXIT_UNREACHABLE,
     HostUnreachable,
     RiggerError,
+    TemplateError,
     ValidationError,
 )
-from engine.executor import ExecOptions, Outcome, TaskRunner
+from engine.executor import ExecOptions, Outcome, TaskRunner, loop_items
 from engine.filters import to_bool
 from engine.inventory import select_hosts
 from engine.output.events import (
@@ -39,7 +41,7 @@ from engine.output.events import (
     TaskFinished,
     TaskStarted,
 )
-from engine.playbook import Block, Inventory, Play, Playbook, Step, Task
+from engine.playbook import Block, Inventory, Location, Play, Playbook, Step, Task
 from engine.runlock.hostlocks import HostLocks
 from engine.yamlload import load_file
 
@@ -69,10 +71,12 @@ class HostRun:
     unreachable: bool = False
     notified: set[str] = field(default_factory=set)
     last_task: str = ""
+    ended: bool = False
+    failure: dict[str, Any] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:
-        return not (self.failed or self.unreachable)
+        return not (self.failed or self.unreachable or self.ended)
 
 
 def _new_stats() -> dict[str, int]:
@@ -107,6 +111,12 @@ class Runner:
         self._batch_names: list[str] = []
         self._host_data: dict[str, dict[str, Any]] = {}
         self._hostvars = magicvars.HostVars(inventory, self._scope_of)
+        self._play_now = Play(name="", hosts="", location=Location("", 0))
+        self._batch_hosts: list[HostRun] = []
+        self._play_ended = False
+        self._delegated_to: dict[str, str] = {}
+        self._delegate_guard = threading.Lock()
+        self._left_out: set[str] = set()  # failed or unreachable: later plays skip them
 
     def emit(self, event: Event) -> None:
         with self._emit_lock:
@@ -121,9 +131,10 @@ class Runner:
         return self._connections[host]
 
     def _connection_vars(self, host: str) -> dict[str, Any]:
-        """The host's ``ansible_*`` settings rendered (``ansible_python_interpreter:
+        """The play's connection/remote_user as defaults, then the host's ``ansible_*`` settings
+        rendered (``ansible_python_interpreter:
         "{{ ansible_playbook_python }}"`` is a template), extra vars winning."""
-        inventory_vars = self.inventory.host(host).vars
+        inventory_vars = {**self._play_now.connection_vars, **self.inventory.host(host).vars}
         magic = {**self._run_magic, **magicvars.host_variables(self.inventory, host)}
         scope = templating.Scope({**inventory_vars, **magic}, {}, self.options.extra_vars)
         merged = {**inventory_vars, **self.options.extra_vars}
@@ -191,7 +202,8 @@ class Runner:
             for play in playbook.plays:
                 if self._interrupted.is_set():
                     break
-                self._play(play, playbook)
+                if not self._play(play, playbook):
+                    break  # any_errors_fatal or max_fail_percentage ends the playbook, as in Ansible
         except KeyboardInterrupt:
             self._interrupted.set()
             self.close()
@@ -225,8 +237,10 @@ class Runner:
         merged.setdefault("playbook_dir", str(Path(playbook.path).resolve().parent))
         return merged
 
-    def _play(self, play: Play, playbook: Playbook) -> None:
-        names = self._select(play)
+    def _play(self, play: Play, playbook: Playbook) -> bool:
+        """Run one play; False when a failure limit says the playbook ends here."""
+        self._play_now = play
+        names = [name for name in self._select(play) if name not in self._left_out]
         self.emit(PlayStarted(play.name, tuple(names), self.options.check_mode))
         if not names:
             self.emit(
@@ -236,19 +250,25 @@ class Runner:
                     + (f" with --limit {self.options.limit}" if self.options.limit else ""),
                 )
             )
-            return
+            return True
         play_vars = self._play_vars(play, playbook)
         for name in names:
             self.stats.setdefault(name, _new_stats())
+        self._play_ended = False
         for batch in batches(names, play.serial):
+            if self._play_ended:
+                break
             self._play_names, self._batch_names = names, batch
             batch_vars = {**play_vars, **magicvars.play_variables(names, batch, self._down())}
             hosts = [self._host_run(name, batch_vars) for name in batch]
             self._hosts.update((h.name, h) for h in hosts)
-            if not self._batch(play, hosts):
+            batch_ok = self._batch(play, hosts)
+            self._left_out.update(h.name for h in hosts if h.failed or h.unreachable)
+            if not batch_ok:
                 for host in names[names.index(batch[-1]) + 1 :]:
                     self.stopped_at.setdefault(host, "not started: the play was stopped")
-                return
+                return not (play.any_errors_fatal or play.max_fail_percentage is not None)
+        return True
 
     def _host_run(self, name: str, play_vars: Mapping[str, Any]) -> HostRun:
         return HostRun(
@@ -280,6 +300,7 @@ class Runner:
     def _batch(self, play: Play, hosts: list[HostRun]) -> bool:
         """Run the play on one batch. False when the play must stop (failure limits)."""
         self._limits = Limits(play, len(hosts))
+        self._play_now, self._batch_hosts = play, hosts
         self._take_locks(hosts)
         if play.gather_facts:
             self._gather(hosts)
@@ -331,9 +352,22 @@ class Runner:
                 self.close()
                 raise
 
-    def _record(self, host: HostRun, result: HostResult, task_name: str) -> None:
+    def _record_outcome(self, host: HostRun, outcome: Outcome, task_name: str) -> None:
+        """A loop shows every item but counts once in the recap, as Ansible does."""
+        if len(outcome.results) == 1:
+            self._record(host, outcome.results[0], task_name)
+            return
+        for result in outcome.results:
+            self.emit(result)
+        failed = [r for r in outcome.results if r.status == "failed"]
+        ignored = bool(failed) and all(r.ignored for r in failed) and outcome.status == "failed"
+        summary = HostResult(host.name, task_name, outcome.status, outcome.changed, ignored=ignored)
+        self._record(host, summary, task_name, show=False)
+
+    def _record(self, host: HostRun, result: HostResult, task_name: str, show: bool = True) -> None:
         stats = self.stats[host.name]
-        self.emit(result)
+        if show:
+            self.emit(result)
         host.last_task = task_name
         if result.ignored:
             stats["ignored"] += 1
@@ -362,6 +396,8 @@ class Runner:
             if top and self._limits.exceeded(hosts):
                 self.emit(Notice("error", self._limits.reason(hosts)))
                 return False
+            if not top and play.any_errors_fatal and any(h.failed for h in hosts):
+                return False  # every host leaves the block at once (to its rescue, if any)
         return True
 
     def _block(self, block: Block, hosts: list[HostRun], play: Play) -> None:
@@ -369,32 +405,47 @@ class Runner:
         self._steps(block.block, entering, play, top=False)
         failed = [h for h in entering if h.failed and not h.unreachable]
         if block.rescue and failed:
+            # A failure that goes to rescue counts as rescued, not failed (even if the rescue
+            # then fails); with any_errors_fatal every host of the block goes to rescue.
+            rescuers = [h for h in entering if h.active or h in failed] if play.any_errors_fatal else failed
             for host in failed:
+                host.data.update(host.failure)
+                self.stats[host.name]["rescued"] += 1
+                self.stats[host.name]["failed"] -= 1
+            for host in rescuers:
                 host.failed = False
-            self._steps(block.rescue, failed, play, top=False)
-            for host in failed:
-                if not host.failed:
-                    self.stats[host.name]["rescued"] += 1
-                    self.stats[host.name]["failed"] -= 1
+            self._steps(block.rescue, rescuers, play, top=False)
         if block.always:
             still_failed = [h for h in entering if h.failed]
             for host in still_failed:
                 host.failed = False
+            stopped_at = {h.name: h.last_task for h in still_failed}
             self._steps(block.always, [h for h in entering if not h.unreachable], play, top=False)
             for host in still_failed:
                 host.failed = True
+                host.last_task = stopped_at[host.name]
 
-    def _selected_by_tags(self, task: Task) -> bool:
-        tags = set(task.options.tags)
-        if self.options.skip_tags & tags:
-            return False
-        if self.options.tags:
-            return bool(tags & self.options.tags) or "always" in tags
-        return "never" not in tags
+    def _selected_by_tags(self, task: Task, hosts: list[HostRun]) -> bool:
+        try:
+            scope = self._scope(task, hosts[0]) if hosts else None
+            task_tags = tags.flatten(task.options.tags, scope)
+        except TemplateError as exc:
+            self.emit(Notice("warning", f"{task.location}: tags: {exc}"))
+            task_tags = tags.flatten(t for t in task.options.tags if not templating.is_template(t))
+        return tags.selected(task_tags, self.options.tags, self.options.skip_tags)
 
     def _task(self, task: Task, hosts: list[HostRun], handler: bool) -> None:
-        if not hosts or not self._selected_by_tags(task):
+        if not hosts or not self._selected_by_tags(task, hosts):
             return
+        if task.module == "meta":
+            self._meta(task, hosts)
+            return
+        if task.include is not None:
+            self._include(task, hosts)
+            return
+        runs_on = self._run_once_host(task, hosts)
+        if runs_on is not None:
+            hosts = [runs_on]
         self.emit(TaskStarted(task.display_name, task.module, str(task.location), handler))
         self._in_flight = {h.name: task.display_name for h in hosts}
         play_magic = magicvars.play_variables(self._play_names, self._batch_names, self._down())
@@ -402,36 +453,210 @@ class Runner:
             host.inventory_vars.update(play_magic)
 
         def run_on(host: HostRun) -> Outcome:
-            scope = templating.Scope(host.inventory_vars, host.data, self.options.extra_vars)
+            scope = self._scope(task, host)
+            conn, problem = self._delegated_connection(task, host, scope)
+            if problem is not None:
+                self._record(host, problem, task.display_name)
+                return Outcome((problem,), problem.status, {})
             runner = TaskRunner(
                 task,
                 host.name,
-                host.conn,
+                conn,
                 scope,
                 ExecOptions(check_mode=self.options.check_mode, verbosity=self.options.verbosity),
                 lambda message: self.emit(Progress(host.name, task.display_name, message)),
             )
             outcome = runner.run()
-            for result in outcome.results:
-                self._record(host, result, task.display_name)
+            self._record_outcome(host, outcome, task.display_name)
             return outcome
 
         for host, outcome in zip(hosts, self._parallel(run_on, hosts), strict=True):
             self._after(task, host, outcome)
+            if runs_on is not None:
+                self._share_run_once(task, host, outcome)
         self.emit(TaskFinished(task.display_name))
 
     def _after(self, task: Task, host: HostRun, outcome: Outcome) -> None:
+        if outcome.status == "failed" and not all(r.ignored for r in outcome.results if r.status == "failed"):
+            failed_task = {"name": task.name, "action": task.module, "args": task.args}
+            host.failure = {"ansible_failed_task": failed_task, "ansible_failed_result": dict(outcome.registered)}
         if task.register:
             host.data[task.register] = outcome.registered
-        host.data.update(outcome.set_vars)
+        self._facts_target(task, host).data.update(outcome.set_vars)
         if outcome.changed and task.notify:
             host.notified.update(task.notify)
 
     def _handlers(self, play: Play, hosts: list[HostRun]) -> bool:
-        for handler in play.handlers:
-            names = {handler.name, *handler.listen}
-            targets = [h for h in hosts if h.active and h.notified & names]
-            self._task(handler, targets, handler=True)
+        """Notified handlers in the order they are defined; a handler notified by another
+        runs in the same flush (a later pass when it is defined earlier)."""
+        for _ in range(len(play.handlers) + 1):
+            pending = [h for h in play.handlers if any(t.active and t.notified & _handler_names(h) for t in hosts)]
+            if not pending:
+                break
+            for handler in pending:
+                names = _handler_names(handler)
+                targets = [h for h in hosts if h.active and h.notified & names]
+                for target in targets:
+                    target.notified -= names
+                self._task(handler, targets, handler=True)
         for host in hosts:
             host.notified.clear()
         return True
+
+    # ---- structure: variables, meta, includes, run_once, delegate_to ------------------
+    def _scope(self, task: Task, host: HostRun) -> templating.Scope:
+        return taskvars.task_scope(task, self._play_now, host.inventory_vars, host.data, self.options.extra_vars)
+
+    def _meta(self, task: Task, hosts: list[HostRun]) -> None:
+        action = task.args["_raw_params"]
+        if action == "flush_handlers":
+            self._handlers(self._play_now, self._batch_hosts)
+            return
+        if action == "noop":
+            return
+        chosen = []
+        for host in hosts:
+            try:
+                if templating.all_true(task.options.when, self._scope(task, host)):
+                    chosen.append(host)
+            except TemplateError as exc:
+                self._record(host, HostResult(host.name, task.display_name, Status.FAILED, False, msg=str(exc)), "meta")
+        if action == "end_host":
+            for host in chosen:
+                host.ended = True
+        elif action == "end_play" and chosen:
+            self._play_ended = True
+            for host in self._batch_hosts:
+                host.ended = True
+
+    def _include(self, task: Task, hosts: list[HostRun]) -> None:
+        """Decide per host what the include loads (when, loop, templated name), then run
+        each distinct inclusion on the hosts that chose it, in the order first chosen."""
+        self.emit(TaskStarted(task.display_name, task.module, str(task.location), False))
+        chosen: dict[str, tuple[Mapping[str, Any], dict[str, Any], list[HostRun]]] = {}
+        for host in hosts:
+            for args, pinned in self._inclusions(task, host):
+                key = json.dumps([args, pinned], sort_keys=True, default=str)
+                chosen.setdefault(key, (args, pinned, []))[2].append(host)
+        self.emit(TaskFinished(task.display_name))
+        for args, pinned, members in chosen.values():
+            try:
+                steps = self._included_steps(task, args)
+            except RiggerError as exc:
+                for host in members:
+                    self._record(host, HostResult(host.name, task.display_name, Status.FAILED, False, msg=str(exc)), "")
+                continue
+            if pinned:
+                steps = tuple(taskvars.with_pinned(step, pinned) for step in steps)
+            self._steps(steps, [h for h in members if h.active], self._play_now, top=False)
+
+    def _inclusions(self, task: Task, host: HostRun) -> list[tuple[Mapping[str, Any], dict[str, Any]]]:
+        scope = self._scope(task, host)
+        try:
+            if not templating.all_true(task.options.when, scope):
+                self._record(host, HostResult(host.name, task.display_name, Status.SKIPPED, False), task.display_name)
+                return []
+            items = [None] if task.loop is None else loop_items(task, scope)
+            found = []
+            for index, item in enumerate(items):
+                pinned = {} if task.loop is None else {task.loop_var: item}
+                if task.index_var and task.loop is not None:
+                    pinned[task.index_var] = index
+                args = templating.render(task.args, scope.child(pinned))
+                found.append((args, pinned))
+                shown = args.get("file") or args.get("name")
+                result = HostResult(host.name, task.display_name, Status.OK, False, msg=f"included: {shown}", item=item)
+                self._record(host, result, task.display_name)
+            return found
+        except TemplateError as exc:
+            self._record(host, HostResult(host.name, task.display_name, Status.FAILED, False, msg=str(exc)), "")
+            return []
+
+    def _included_steps(self, task: Task, args: Mapping[str, Any]) -> tuple[Step, ...]:
+        include = task.include
+        assert include is not None
+        target = args.get("file", args.get("name"))
+        if include.preloaded is not None and target == include.target:
+            return include.preloaded
+        return loader.load_include(task, args)
+
+    def _run_once_host(self, task: Task, hosts: list[HostRun]) -> HostRun | None:
+        flag = task.options.run_once
+        if isinstance(flag, str):
+            try:
+                flag = to_bool(templating.render(flag, self._scope(task, hosts[0])))
+            except TemplateError:
+                flag = False
+        return hosts[0] if flag else None
+
+    def _share_run_once(self, task: Task, ran: HostRun, outcome: Outcome) -> None:
+        """A run_once task's result is every host's: registered, set_fact, and failure."""
+        failed = outcome.status == "failed" and not all(r.ignored for r in outcome.results if r.status == "failed")
+        for other in self._batch_hosts:
+            if other is ran or other.unreachable:
+                continue
+            if task.register:
+                other.data[task.register] = outcome.registered
+            if not self._delegates_facts(task):
+                other.data.update(outcome.set_vars)
+            if failed:
+                other.failed = True
+                other.last_task = task.display_name
+
+    def _delegated_connection(
+        self, task: Task, host: HostRun, scope: templating.Scope
+    ) -> tuple[Connection, HostResult | None]:
+        """The connection of the host a task is delegated to: its own inventory variables
+        (address, user, port, connection) decide how it is reached; the task's variables
+        stay the original host's."""
+        if not task.options.delegate_to:
+            return host.conn, None
+        try:
+            name = str(templating.render(task.options.delegate_to, scope)).strip()
+        except TemplateError as exc:
+            return host.conn, HostResult(host.name, task.display_name, Status.FAILED, False, msg=f"delegate_to: {exc}")
+        self._delegated_to[host.name] = name
+        if name == host.name:
+            return host.conn, None
+        try:
+            return self._delegate_connection(name), None
+        except HostUnreachable as exc:
+            return host.conn, HostResult(host.name, task.display_name, Status.UNREACHABLE, False, msg=f"{name}: {exc}")
+
+    def _delegate_connection(self, name: str) -> Connection:
+        """An inventory host (or the implicit localhost) is reached with its own variables;
+        any other name as itself. Its run lock is taken like any host's."""
+        with self._delegate_guard:
+            try:
+                host_vars = self._connection_vars(name)
+            except KeyError:
+                host_vars = dict(self.options.extra_vars)
+            if name not in self._connections:
+                self._connections[name] = open_connection(name, host_vars)
+            conn = self._connections[name]
+        if not self.options.check_mode and to_bool(host_vars.get("rigger_run_lock", True)):
+            wait_s = self._lock_wait_s(host_vars)
+            warning = self._locks.take(name, host_vars, conn, self.owner, 0 if isinstance(wait_s, str) else wait_s)
+            if warning:
+                self.emit(Notice("warning", warning, name))
+        return conn
+
+    def _delegates_facts(self, task: Task) -> bool:
+        return bool(task.options.delegate_to) and to_bool(task.options.delegate_facts or False)
+
+    def _facts_target(self, task: Task, host: HostRun) -> HostRun:
+        """set_fact goes to the delegated host with delegate_facts (if it is in this batch)."""
+        if not self._delegates_facts(task):
+            return host
+        name = self._delegated_to.get(host.name, host.name)
+        for other in self._batch_hosts:
+            if other.name == name:
+                return other
+        return host
+
+
+def _handler_names(handler: Task) -> set[str]:
+    names = {handler.name, *handler.listen}
+    if handler.options.role is not None:
+        names.add(f"{handler.options.role.name} : {handler.name}")
+    return names

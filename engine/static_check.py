@@ -18,8 +18,24 @@ from jinja2 import meta, nodes
 from engine import registry, templating
 from engine.errors import ValidationError
 from engine.magicvars import MAGIC_VARIABLES
-from engine.playbook import Inventory, Play, Playbook, Task, all_tasks, play_tasks
+from engine.playbook import Inventory, Play, Playbook, Task, all_tasks, play_tasks, walk
 from engine.yamlload import load_file
+
+# names rigger defines for tasks in roles and in rescue sections
+STRUCTURE_MAGIC = frozenset({"role_path", "role_name", "ansible_failed_task", "ansible_failed_result"})
+
+
+def _task_names(task: Task) -> set[str]:
+    """Names a task's own context defines: its role's variables, vars:, parameters."""
+    options = task.options
+    names = set(options.vars) | set(options.params) | set(options.pinned)
+    if options.role is not None:
+        names |= set(options.role.defaults) | set(options.role.vars) | set(options.role.params)
+    if task.loop is not None:
+        names.add(task.loop_var)
+        if task.index_var:
+            names.add(task.index_var)
+    return names
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -64,7 +80,8 @@ def names_read(source: str, condition: bool = False, guarded_too: bool = False) 
 
 
 def defined_names(book: Playbook, play: Play, inventory: Inventory, extra: Mapping[str, Any]) -> set[str]:
-    names = set(MAGIC_VARIABLES) | set(extra) | set(play.vars) | set(templating.environment().globals)
+    names = set(MAGIC_VARIABLES) | STRUCTURE_MAGIC | set(extra) | set(play.vars) | set(templating.environment().globals)
+    names |= set(play.role_defaults) | set(play.role_vars)
     for host in inventory.hosts.values():
         names |= set(host.vars)
     for path in play.vars_files:
@@ -97,8 +114,8 @@ def check(book: Playbook, inventory: Inventory, extra: Mapping[str, Any]) -> Non
         known = defined_names(book, play, inventory, extra)
         for name, value in play.vars.items():
             _check_text_set(_strings(value), known, play.location.file, play.location.line, f"play variable '{name}'")
-        for task in play_tasks(play):
-            local = known | {task.loop_var} if task.loop is not None else known
+        for task, enclosing in walk(play.tasks + play.handlers):
+            local = known | enclosing | _task_names(task)
             if task.module in ("debug",) and isinstance(task.args, Mapping) and "var" in task.args:
                 _check_names(names_read(str(task.args["var"]), True), local, task)
             for text, condition in _reads(task):
@@ -113,10 +130,16 @@ def _check_text_set(texts: Iterator[str], known: set[str], file: str, line: int,
             raise ValidationError(f"{what} uses undefined variable '{missing[0]}'{hint}", file=file, line=line)
 
 
+def _hint(name: str, known: set[str]) -> str:
+    if name.startswith("ansible_") and name not in known:
+        return " (an Ansible setup fact: rigger does not gather those; its own facts are under 'facts')"
+    return registry.suggest(name, sorted(known))
+
+
 def _check_names(read: set[str], known: set[str], task: Task) -> None:
     missing = sorted(read - known)
     if missing:
-        hint = registry.suggest(missing[0], sorted(known))
+        hint = _hint(missing[0], known)
         raise ValidationError(
             f"task '{task.display_name}' uses undefined variable '{missing[0]}'{hint}",
             file=task.location.file,

@@ -118,8 +118,9 @@ def _as_expression(expr: str) -> str:
 class Scope(Mapping[str, Any]):
     """Variables for one host and one task: user layers rendered lazily, data inert.
 
-    Lookup order: ``override`` (extra vars, always win), then ``data`` (facts, registered
-    results, set_fact, loop items), then ``templated`` (inventory and play variables).
+    Lookup order: ``pinned`` (an include's loop item, inert), ``override`` (role and
+    include parameters, extra vars), then ``data`` (facts, registered results, set_fact,
+    loop items), then ``templated`` (role defaults, inventory, play, role and task vars).
     """
 
     def __init__(
@@ -127,10 +128,12 @@ class Scope(Mapping[str, Any]):
         templated: Mapping[str, Any],
         data: Mapping[str, Any],
         override: Mapping[str, Any] | None = None,
+        pinned: Mapping[str, Any] | None = None,
     ):
         self._templated = {**templated, **(override or {})}
         self._override = override or {}
         self._data = data
+        self._pinned = pinned or {}
         self._resolving: set[str] = set()
         self._resolved: dict[str, Any] = {}
 
@@ -138,9 +141,11 @@ class Scope(Mapping[str, Any]):
         """A scope with more inert data on top (loop items, registered results)."""
         if not data:
             return self
-        return Scope(self._templated, {**self._data, **data}, self._override)
+        return Scope(self._templated, {**self._data, **data}, self._override, self._pinned)
 
     def __getitem__(self, key: str) -> Any:
+        if key in self._pinned:
+            return self._pinned[key]
         if key in self._override:
             return self._resolve(key)
         if key in self._data:
@@ -168,13 +173,13 @@ class Scope(Mapping[str, Any]):
         return value
 
     def __contains__(self, key: object) -> bool:
-        return key in self._data or key in self._templated or key in _TEXT.globals
+        return key in self._pinned or key in self._data or key in self._templated or key in _TEXT.globals
 
     def __iter__(self) -> Iterator[str]:
-        yield from dict.fromkeys([*self._templated, *self._data])
+        yield from dict.fromkeys([*self._templated, *self._data, *self._pinned])
 
     def __len__(self) -> int:
-        return len(set(self._templated) | set(self._data))
+        return len(set(self._templated) | set(self._data) | set(self._pinned))
 
     def plain(self) -> dict[str, Any]:
         return {key: self[key] for key in self}

@@ -47,7 +47,7 @@ class LocatedList(list[Any]):
 
     def line_of(self, index: int) -> int:
         lines = getattr(self, "item_lines", [])
-        return lines[index] if 0 <= index < len(lines) else self.line
+        return lines[index] if isinstance(index, int) and 0 <= index < len(lines) else self.line
 
 
 class _Loader(yaml.SafeLoader):

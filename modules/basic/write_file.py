@@ -61,10 +61,20 @@ def _as_text(data: bytes | None) -> str:
         return f"<binary, {len(data)} bytes>\n"
 
 
+def _template_source(ctx: TaskContext, name: str) -> Path:
+    """Where Ansible's template module looks: the role's templates/ (inside a role), then
+    templates/ beside the playbook, then the playbook's directory."""
+    playbook_dir = Path(str(ctx.vars.get("playbook_dir", ".")))
+    role_path = ctx.vars.get("role_path")
+    candidates = [Path(str(role_path)) / "templates" / name] if role_path else []
+    candidates += [playbook_dir / "templates" / name, playbook_dir / name]
+    return next((c for c in candidates if c.is_file()), candidates[-1])
+
+
 def _wanted(ctx: TaskContext, args: Mapping[str, Any]) -> str:
     if "content" in args:
         return str(args["content"])
-    source = Path(str(ctx.vars.get("playbook_dir", "."))) / args["template"]
+    source = _template_source(ctx, str(args["template"]))
     try:
         text = source.read_text(encoding="utf-8")
     except OSError as exc:

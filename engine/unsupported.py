@@ -1,0 +1,76 @@
+"""Ansible keywords rigger does not implement: refused by name, with file:line, before a
+schema could say something misleading ("unknown key") about a perfectly valid playbook.
+
+A keyword set to the value that means what rigger does anyway (``strategy: linear``,
+``become_user: root``) is accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from engine import loops
+from engine.errors import ValidationError
+from engine.yamlload import line_of
+
+# keyword -> values that rigger already honours (None: no value is accepted)
+_ACCEPTED: dict[str, tuple[Any, ...] | None] = {
+    "strategy": ("linear",),
+    "order": ("inventory",),
+    "become_user": ("root",),
+    "become_method": ("sudo",),
+    "force_handlers": (False,),
+    "check_mode": (False,),
+    "diff": (False,),
+    "ignore_unreachable": (False,),
+    "vars_prompt": None,
+    "module_defaults": None,
+    "throttle": None,
+    "debugger": None,
+    "fact_path": None,
+    "port": None,
+    "async": (0,),
+    "poll": None,
+    "become_exe": None,
+    "become_flags": None,
+}
+# Ignored because they change nothing rigger does (facts are rigger's own; no collections).
+IGNORED_PLAY_KEYS = frozenset({"collections", "gather_subset", "gather_timeout"})
+_HINTS = {
+    "strategy": "rigger runs plays with the linear strategy",
+    "async": "run long commands as a service, or with command's timeout",
+    "become_user": "rigger becomes root only",
+}
+
+
+def _message(key: str, value: Any) -> str:
+    shown = f"`{key}: {value}`" if isinstance(value, (str, int, float, bool)) and len(str(value)) < 40 else f"`{key}`"
+    hint = _HINTS.get(key)
+    return f"{shown} is not supported" + (f" ({hint})" if hint else "")
+
+
+def check(data: Mapping[str, Any], where: str) -> None:
+    """Raise for the first keyword in a play/block/task mapping rigger cannot honour."""
+    for key, value in data.items():
+        if not isinstance(key, str):
+            continue
+        if key.startswith("with_") and key[len("with_") :] not in loops.WITH_KINDS:
+            raise _error(data, key, f"`{key}` loops are not supported (write it as `loop:`)")
+        if key == "include":
+            instead = "import_playbook" if where == "play" else "include_tasks or import_tasks"
+            raise _error(data, key, f"`include` was removed from Ansible (2.16); use {instead}")
+        if key == "vars_files" and isinstance(value, list) and any(isinstance(v, list) for v in value):
+            raise _error(data, key, "`vars_files` with a list of alternatives (first found) is not supported")
+        if where == "play" and key in IGNORED_PLAY_KEYS:
+            continue
+        if key not in _ACCEPTED:
+            continue
+        accepted = _ACCEPTED[key]
+        if accepted is not None and (value in accepted or value is None):
+            continue
+        raise _error(data, key, _message(key, value))
+
+
+def _error(data: Any, key: str, message: str) -> ValidationError:
+    return ValidationError(message, file=getattr(data, "file", None) or None, line=line_of(data, key))
