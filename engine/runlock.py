@@ -48,6 +48,7 @@ _RECORD_KEYS = (
 )
 
 _HOLDER = r"""
+# rigger-host-process (procs.OWN_MARK: never signalled)
 import json, select, sys
 %(probe)s
 args = json.loads(sys.stdin.readline())
