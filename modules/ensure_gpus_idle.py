@@ -42,14 +42,11 @@ SCHEMA: dict[str, Any] = {
         "gpus": {
             "description": "Which GPUs must be idle: `all`, or a list of indexes and/or UUIDs.",
             "default": "all",
-            "oneOf": [
-                {"const": "all"},
-                {
-                    "type": "array",
-                    "minItems": 1,
-                    "items": {"oneOf": [{"type": "integer", "minimum": 0}, {"type": "string", "minLength": 1}]},
-                },
-            ],
+            "type": ["string", "array"],
+            # if/then/else rather than oneOf: a bad item is then reported at its own line
+            "if": {"type": "string"},
+            "then": {"const": "all"},
+            "else": {"minItems": 1, "items": {"type": ["integer", "string"], "minimum": 0, "minLength": 1}},
         },
         "max_used_mib": {
             "description": "Memory a GPU may use and still count as idle (an idle GPU never reads exactly 0).",
