@@ -17,6 +17,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from engine.errors import TemplateError
 from engine.filters import FILTERS, TESTS
+from engine.sandbox import BoundedSandbox, bound_filters
 
 _SINGLE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}|\{%).)*)\}\}\s*$", re.DOTALL)
 _MARKERS = ("{{", "{%", "{#")
@@ -42,10 +43,10 @@ _RESULT = "__rigger_value"
 def _configure(env: SandboxedEnvironment) -> SandboxedEnvironment:
     env.filters.update(FILTERS)
     env.tests.update(TESTS)
-    return env
+    return bound_filters(env)  # engine/sandbox.py: size bounds in front of growing filters
 
 
-_TEXT = _configure(SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True))
+_TEXT = _configure(BoundedSandbox(undefined=jinja2.StrictUndefined, keep_trailing_newline=True))
 
 
 def environment() -> SandboxedEnvironment:
@@ -59,8 +60,9 @@ def _compile(source: str, native: bool) -> jinja2.Template:
     code = source
     if native:
         match = _SINGLE_EXPRESSION.match(source)
-        assert match is not None
-        code = "{% set " + _RESULT + " = (" + match.group("expr") + ") %}"
+        # no match: braces inside the expression ("x == '{{'"); the parser judges it
+        expr = match.group("expr") if match else source.strip()[2:-2]
+        code = "{% set " + _RESULT + " = (" + expr + ") %}"
     try:
         return _TEXT.from_string(code)
     except jinja2.TemplateSyntaxError as exc:

@@ -86,3 +86,25 @@ def test_extra_vars_file_over_the_limit_is_named(rigger, tmp_path):
 def test_extra_vars_from_a_directory_is_named(rigger, tmp_path):
     run = rigger("run", str(_ok_book(tmp_path)), "-e", f"@{tmp_path}")
     assert run.rc == 4 and f"{tmp_path}: is a directory" in run.stderr, run.stderr
+
+
+def test_template_delimiters_inside_a_condition_exit_4(rigger, tmp_path):
+    """`failed_when: "{{ x }} == 1"` crashed the syntax check (an assert) with exit 250."""
+    book = tmp_path / "play.yml"
+    book.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        "    - command: 'true'\n      register: out\n      failed_when: \"{{ out.rc }} == 1\"\n"
+    )
+    run = rigger("run", str(book))
+    assert run.rc == 4, run.stderr
+    assert f"{book}:6: 'failed_when': template syntax error" in run.stderr
+
+
+def test_braces_inside_a_string_in_a_condition_are_fine(rigger, tmp_path):
+    book = tmp_path / "play.yml"
+    book.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        "    - command: printf '\\173\\173'\n      register: out\n      failed_when: \"out.stdout != '{{'\"\n"
+    )
+    run = rigger("run", str(book), env={"HOME": str(tmp_path)})
+    assert run.rc == 0, run.stdout + run.stderr
