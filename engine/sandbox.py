@@ -158,11 +158,11 @@ class BoundedSandbox(SandboxedEnvironment):
             check_percent(left, right)
         return super().call_binop(context, operator, left, right)
 
-    def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
-        owner = getattr(__obj, "__self__", None)
-        if isinstance(owner, str) and getattr(__obj, "__name__", "") in _GROWING_METHODS:
-            args = _check_method(__obj, args, kwargs)
-        return super().call(__context, __obj, *args, **kwargs)
+    def call(self, context: Context, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
+        owner = getattr(obj, "__self__", None)
+        if isinstance(owner, str) and getattr(obj, "__name__", "") in _GROWING_METHODS:
+            args = _check_method(obj, args, kwargs)
+        return super().call(context, obj, *args, **kwargs)
 
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
         """str.format / format_map reach templates through this wrapper: check first."""

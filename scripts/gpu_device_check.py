@@ -72,7 +72,7 @@ def rigger() -> Any:
     from engine.connection.base import ScopedConnection
     from engine.connection.local import LocalConnection
     from engine.module_api import Change, TaskContext, TaskFailed, Unchanged
-    from modules import ensure_gpus_idle
+    from modules.gpu import ensure_gpus_idle
 
     return SimpleNamespace(
         ScopedConnection=ScopedConnection,
@@ -157,6 +157,7 @@ def run_module(r: Any, args: argparse.Namespace, baseline_mib: int) -> dict[str,
         "protect_patterns": [],
         "only_patterns": [MARKER],
         "vllm_tree": True,
+        "signal_other_users": False,
     }
     conn = r.ScopedConnection(r.LocalConnection())
     planning = r.TaskContext("localhost", conn.planning(), {}, {})

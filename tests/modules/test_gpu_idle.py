@@ -29,7 +29,7 @@ import pytest
 from engine.connection.local import LocalConnection
 from engine.errors import WriteRefused
 from engine.module_api import Change, Result, TaskFailed, Unchanged
-from modules import ensure_gpus_idle as mod
+from modules.gpu import ensure_gpus_idle as mod
 
 __all__ = ["spawn"]  # the fixture, imported
 
@@ -49,6 +49,7 @@ DEFAULTS = {
     "protect_patterns": [],
     "only_patterns": [],
     "vllm_tree": True,
+    "signal_other_users": False,
 }
 
 
@@ -120,11 +121,14 @@ def test_sigkill_after_term_timeout(fake: Any, spawn: Spawner) -> None:
         """
         import signal, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print("ignoring SIGTERM", flush=True)
         time.sleep(300)
     """,
         holding_gpu=True,
+        stdout=subprocess.PIPE,
     )
-    wait_started(stubborn)
+    assert stubborn.stdout is not None
+    assert stubborn.stdout.readline() == b"ignoring SIGTERM\n"  # not before: a slow start would die on TERM
     fake.eight_gpus([fakenvml.holder(stubborn.pid, 0, 1200)])
     _, result = converge({**DEFAULTS, "term_timeout_s": 0.5})
     assert result.data["sigkilled_pids"] == [stubborn.pid]
@@ -315,7 +319,7 @@ def test_other_users_holder_is_refused_when_not_root(fake: Any, spawn: Spawner) 
             from engine.connection.base import ScopedConnection
             from engine.connection.local import LocalConnection
             from engine.module_api import TaskContext, TaskFailed
-            from modules import ensure_gpus_idle as mod
+            from modules.gpu import ensure_gpus_idle as mod
             conn = ScopedConnection(LocalConnection()).planning()
             try:
                 mod.plan(TaskContext("localhost", conn, {{}}, {{}}), {DEFAULTS!r})

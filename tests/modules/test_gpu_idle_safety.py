@@ -11,6 +11,7 @@ Every process signalled is a decoy the test started.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -24,10 +25,10 @@ import pytest
 from gpudecoys import Spawner, alive, ctx, planning, spawn, start_time, wait_started
 
 from engine import runlock
-from engine.connection.agent import agent_source
 from engine.connection.local import LocalConnection
+from engine.connection.remote_python.client import server_source
 from engine.module_api import Change, Result, TaskFailed, Unchanged
-from modules import ensure_gpus_idle as mod
+from modules.gpu import ensure_gpus_idle as mod
 
 __all__ = ["spawn"]  # the fixture, imported
 
@@ -180,26 +181,28 @@ def test_rigger_remote_interpreter_and_run_lock_holder_are_never_signalled(
 ) -> None:
     """kill_patterns that match rigger's own programs plan nothing; signal_procs refuses them.
 
-    The patterns only match rigger's programs (this test's and any other rigger run's on this
-    machine, all of them protected); only this test's decoys are ever offered to signal_procs.
+    Both are rigger's real programs (the remote python server, the run-lock holder holding
+    a lock in tmp_path), started with a trailing tag argument so the patterns match these
+    two decoys and nothing else on the machine; only they are offered to signal_procs.
     """
     tag = f"rigger-safety-{os.getpid()}"
-    agent = spawn([sys.executable, "-c", agent_source(), tag], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    wait_started(agent)
-    lock = runlock.acquire(LocalConnection(), "safety test", path=str(tmp_path / "run.lock"))
-    holder = int(lock.record["holder_pid"])
-    try:
-        fake.eight_gpus()
-        patterns = [rf"(?s)rigger-agent.* {tag}$", r"(?s)import json, select, sys.*select\.select\(\[stdin\]"]
-        outcome = mod.plan(planning(), {**DEFAULTS, "kill_patterns": patterns})
-        assert isinstance(outcome, Unchanged), outcome
-        targets = [{"pid": pid, "start_time": start_time(pid)} for pid in (agent.pid, holder)]
-        answer = ctx().conn.run_probe("signal_procs", {"targets": targets, "term_timeout_s": 0.5})
-        assert {s["pid"] for s in answer["skipped"]} == {agent.pid, holder}
-        assert all("rigger's own process" in s["reason"] for s in answer["skipped"]), answer
-        assert alive(agent.pid) and alive(holder)
-    finally:
-        runlock.release(LocalConnection(), lock)
+    agent = spawn([sys.executable, "-c", server_source(), tag], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    holder = spawn([sys.executable, "-c", runlock.holder_program(), tag], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert holder.stdin is not None and holder.stdout is not None
+    request = {"path": str(tmp_path / "run.lock"), "record": {"owner": "safety test"}, "stale_after_s": 60}
+    holder.stdin.write(json.dumps(request).encode() + b"\n")
+    holder.stdin.flush()
+    assert b'"acquired": true' in holder.stdout.readline()
+    wait_started(agent, holder)
+    fake.eight_gpus()
+    patterns = [rf"(?s)rigger-remote-python.* {tag}$", rf"(?s)select\.select\(\[stdin\].* {tag}$"]
+    outcome = mod.plan(planning(), {**DEFAULTS, "kill_patterns": patterns})
+    assert isinstance(outcome, Unchanged), outcome
+    targets = [{"pid": p.pid, "start_time": start_time(p.pid)} for p in (agent, holder)]
+    answer = ctx().conn.run_probe("signal_procs", {"targets": targets, "term_timeout_s": 0.5})
+    assert {s["pid"] for s in answer["skipped"]} == {agent.pid, holder.pid}
+    assert all("rigger's own process" in s["reason"] for s in answer["skipped"]), answer
+    assert alive(agent.pid) and alive(holder.pid)
 
 
 # ---- reading the GPUs -------------------------------------------------------------------
@@ -210,7 +213,7 @@ def test_nvml_version_mismatch_fails_quoting_it(fake: Any) -> None:
     try:
         with pytest.raises(TaskFailed, match=r"cannot read the GPUs on this host: nvml: .*NVML/RM version mismatch"):
             mod.plan(planning(), DEFAULTS)
-        facts = LocalConnection().run_probe("host", {})
+        facts = LocalConnection().run_probe("gpu_facts", {})
         assert facts["gpu_backend"] == "error"
         assert "NVML/RM version mismatch" in facts["gpu_errors"][0]
     finally:

@@ -16,7 +16,7 @@ from engine import registry
 from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
 from engine.module_api import TaskContext, TaskFailed
-from modules import serve_vllm
+from modules.serving import serve_vllm
 
 
 def args_for(tmp_path: Path, **extra: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from engine.connection.sshtransport import UnprotectedKey, load_private_key
+from engine.connection.ssh.transport import UnprotectedKey, load_private_key
 
 
 def keygen(path: Path, kind: str = "ed25519", passphrase: str = "") -> Path:
