@@ -51,10 +51,11 @@ _RECORD_KEYS = (
     "user",
 )
 
-_HOLDER = r"""
-# rigger-host-process (procs.OWN_MARK: never signalled)
-import json, select, sys
+# the lock file code comes first (its ``from __future__`` import); only a comment before it:
+# the rigger-host-process mark (procs.OWN_MARK) that keeps the holder from ever being signalled
+_HOLDER = r"""# rigger-host-process
 %(probe)s
+import json, select, sys
 args = json.loads(sys.stdin.readline())
 answer = acquire(args)
 fd = answer.pop("fd", None)

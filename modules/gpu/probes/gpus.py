@@ -11,6 +11,13 @@ non-zero) is quoted in ``errors``: the GPUs exist but cannot be read, which call
 never take for "no GPUs" (backend "error"). Args: ``backend`` ("auto" by default) forces one.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
+    from engine.probes._call import call
+
 USES = ("nvsmi", "procs")
 
 import shutil
@@ -23,28 +30,28 @@ NVML_NO_DRIVER = (9, 12)
 SMI_NO_DRIVER = "couldn't communicate with the NVIDIA driver"
 
 
-def _mib(value):
+def _mib(value: int | None) -> int | None:
     return None if value is None else int(value) // MIB
 
 
-def _text(value):
+def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _cuda_version(code):
+def _cuda_version(code: int | None) -> str | None:
     if not code:
         return None
     return f"{code // 1000}.{(code % 1000) // 10}"
 
 
-def _nvml_processes(nvml, handle):
+def _nvml_processes(nvml: Any, handle: Any) -> list[dict[str, Any]]:
     return [
         {"pid": int(p.pid), "used_mib": _mib(p.usedGpuMemory)}
         for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)
     ]
 
 
-def _memory(nvml, handle):
+def _memory(nvml: Any, handle: Any) -> Any:
     """v2 counts driver-reserved memory apart from "used", so an idle GPU reads near 0."""
     version = getattr(nvml, "nvmlMemory_v2", None)
     if version is not None:
@@ -55,7 +62,7 @@ def _memory(nvml, handle):
     return nvml.nvmlDeviceGetMemoryInfo(handle)
 
 
-def _nvml_gpu(nvml, index):
+def _nvml_gpu(nvml: Any, index: int) -> dict[str, Any]:
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
     memory = _memory(nvml, handle)
     try:
@@ -74,7 +81,7 @@ def _nvml_gpu(nvml, index):
     }
 
 
-def _via_nvml(notes, errors):
+def _via_nvml(notes: list[str], errors: list[str]) -> dict[str, Any] | None:
     try:
         import pynvml as nvml
     except ImportError:
@@ -97,7 +104,7 @@ def _via_nvml(notes, errors):
         nvml.nvmlShutdown()
 
 
-def _nvml_answer(nvml):
+def _nvml_answer(nvml: Any) -> dict[str, Any]:
     try:
         cuda = _cuda_version(nvml.nvmlSystemGetCudaDriverVersion_v2())
     except nvml.NVMLError:
@@ -110,19 +117,19 @@ def _nvml_answer(nvml):
     }
 
 
-def _smi(argv):
+def _smi(argv: list[str]) -> tuple[int, str, str]:
     done = subprocess.run(argv, capture_output=True, text=True, timeout=SMI_TIMEOUT_S, check=False)
     return done.returncode, done.stdout, done.stderr.strip() or done.stdout.strip()
 
 
-def _smi_failed(what, rc, err, notes, errors):
+def _smi_failed(what: str, rc: int, err: str, notes: list[str], errors: list[str]) -> None:
     if SMI_NO_DRIVER in err:
         notes.append(f"{what}: exit {rc}: {err[:300]}")
     else:
         errors.append(f"{what}: exit {rc}: {err[:300]}")
 
 
-def _via_smi(notes, errors):
+def _via_smi(notes: list[str], errors: list[str]) -> dict[str, Any] | None:
     smi = shutil.which("nvidia-smi")
     if smi is None:
         notes.append("nvidia-smi: not found on PATH")
@@ -142,10 +149,13 @@ def _via_smi(notes, errors):
         errors.append(f"nvidia-smi --query-compute-apps: exit {rc}: {err[:300]}")
         return None
     banner = _smi([smi])[1]
-    return call("nvsmi", {"gpu_csv": gpu_csv, "apps_csv": apps_csv, "banner": banner, "fields": fields})
+    answer: dict[str, Any] = call(
+        "nvsmi", {"gpu_csv": gpu_csv, "apps_csv": apps_csv, "banner": banner, "fields": fields}
+    )
+    return answer
 
 
-def _describe_processes(answer):
+def _describe_processes(answer: dict[str, Any]) -> None:
     pids = sorted({p["pid"] for g in answer["gpus"] for p in g["processes"] if p["pid"]})
     if not pids:
         return
@@ -159,9 +169,10 @@ def _describe_processes(answer):
             proc["user"] = seen["user"] if seen else None
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     wanted = args.get("backend", "auto")
-    notes, errors = [], []
+    notes: list[str] = []
+    errors: list[str] = []
     answer = None
     if wanted in ("auto", "nvml"):
         answer = _via_nvml(notes, errors)
