@@ -98,3 +98,28 @@ def test_an_expression_fed_a_size_from_a_host_is_refused_not_allocated(rigger, t
     assert run.rc == 2, run.stdout + run.stderr
     assert "the sandbox allows at most" in run.stdout + run.stderr
     assert "MemoryError" not in run.stdout + run.stderr
+
+
+def test_file_lookup_content_stays_text_and_its_size_is_bounded(rigger, tmp_path):
+    (tmp_path / "notes.txt").write_text(HOST_SAYS)
+    huge = tmp_path / "huge.bin"
+    with huge.open("wb") as handle:
+        handle.truncate(17 * 2**20)  # sparse: no disk used, but st_size over the bound
+    book = tmp_path / "lookup.yml"
+    book.write_text(
+        textwrap.dedent(f"""\
+            - hosts: localhost
+              gather_facts: false
+              tasks:
+                - name: file
+                  debug:
+                    msg: "{{{{ lookup('file', '{tmp_path / "notes.txt"}') }}}}"
+                - name: huge
+                  debug:
+                    msg: "{{{{ lookup('file', '{huge}') | length }}}}"
+            """)
+    )
+    run = rigger("run", str(book), "--output", "jsonl", env={"HOME": str(tmp_path)})
+    messages = {r["task"]: r.get("msg", "") for r in run.results()}
+    assert messages["file"] == HOST_SAYS
+    assert run.rc == 2 and "is larger than" in messages["huge"], run.stdout
