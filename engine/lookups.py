@@ -16,6 +16,8 @@ from typing import Any
 
 import jinja2
 
+from engine.sandbox import MAX_SIZE
+
 _Lookup = Callable[[Mapping[str, Any], list[Any], dict[str, Any]], list[Any]]
 
 
@@ -50,6 +52,8 @@ def _read(variables: Mapping[str, Any], subdir: str, term: Any, lookup: str) -> 
     path = _search(variables, subdir, term)
     if path is None or not path.is_file():
         raise LookupFailed(f"the '{lookup}' lookup could not locate file {term!r}")
+    if path.stat().st_size > MAX_SIZE:  # engine/sandbox.py's bound on what a template may build
+        raise LookupFailed(f"the '{lookup}' lookup: {path} is larger than {MAX_SIZE} bytes")
     return path.read_text(encoding="utf-8")
 
 

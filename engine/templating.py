@@ -18,6 +18,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from engine.errors import TemplateError
 from engine.filters import FILTERS, TESTS
 from engine.lookups import GLOBALS as LOOKUP_GLOBALS
+from engine.sandbox import BoundedSandbox, bound_filters
 
 _SINGLE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}|\{%).)*)\}\}\s*$", re.DOTALL)
 _MARKERS = ("{{", "{%", "{#")
@@ -45,7 +46,7 @@ def _configure(env: SandboxedEnvironment) -> SandboxedEnvironment:
     env.filters.update(FILTERS)
     env.tests.update(TESTS)
     env.globals.update(LOOKUP_GLOBALS)
-    return env
+    return bound_filters(env)  # engine/sandbox.py: size bounds in front of growing filters
 
 
 class _Undefined(jinja2.ChainableUndefined, jinja2.StrictUndefined):
@@ -53,7 +54,7 @@ class _Undefined(jinja2.ChainableUndefined, jinja2.StrictUndefined):
     undefined, as in Ansible (the attribute of an undefined is undefined, not an error)."""
 
 
-_TEXT = _configure(SandboxedEnvironment(undefined=_Undefined, keep_trailing_newline=True))
+_TEXT = _configure(BoundedSandbox(undefined=_Undefined, keep_trailing_newline=True))
 
 
 def environment() -> SandboxedEnvironment:
@@ -83,8 +84,9 @@ def _compile(source: str, native: bool) -> jinja2.Template:
     code = _escape_backslashes(source)
     if native:
         match = _SINGLE_EXPRESSION.match(code)
-        assert match is not None
-        code = "{% set " + _RESULT + " = (" + match.group("expr") + ") %}"
+        # no match: braces inside the expression ("x == '{{'"); the parser judges it
+        expr = match.group("expr") if match else code.strip()[2:-2]
+        code = "{% set " + _RESULT + " = (" + expr + ") %}"
     try:
         return _TEXT.from_string(code)
     except jinja2.TemplateSyntaxError as exc:

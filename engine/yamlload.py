@@ -8,6 +8,8 @@ Duplicate keys are errors, not silent overrides.
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -134,7 +136,7 @@ def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
 
 def decode(data: bytes, name: str) -> str:
     if len(data) > MAX_BYTES:
-        raise ValidationError(f"file is {len(data)} bytes; the limit is {MAX_BYTES}", file=name)
+        raise ValidationError(f"file is larger than the limit of {MAX_BYTES} bytes", file=name)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -190,17 +192,36 @@ def _scanner_error(exc: yaml.scanner.ScannerError, name: str) -> ValidationError
     )
 
 
-def load_file(path: str | Path) -> Any:
+def read_bounded(path: str | Path) -> bytes:
+    """A regular file's bytes, at most MAX_BYTES + 1 of them (decode() names the excess).
+
+    Opened without blocking and checked with fstat before any read: a FIFO, a device such
+    as /dev/zero or a directory is refused by name instead of read until memory runs out.
+    """
     name = str(path)
     try:
-        data = Path(path).read_bytes()
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except FileNotFoundError:
         raise ValidationError("file not found", file=name) from None
-    except IsADirectoryError:
-        raise ValidationError("is a directory, not a file", file=name) from None
     except OSError as exc:
         raise ValidationError(f"cannot read: {exc.strerror}", file=name) from None
-    return load_text(decode(data, name), name)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise ValidationError("is a directory, not a file", file=name)
+        if not stat.S_ISREG(mode):
+            raise ValidationError("not a regular file (a device, FIFO or socket is never read)", file=name)
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise ValidationError(f"cannot read: {exc.strerror}", file=name) from None
+    finally:
+        os.close(fd)
+
+
+def load_file(path: str | Path) -> Any:
+    name = str(path)
+    return load_text(decode(read_bounded(path), name), name)
 
 
 def line_of(container: Any, key: Any) -> int | None:

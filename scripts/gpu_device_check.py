@@ -157,6 +157,7 @@ def run_module(r: Any, args: argparse.Namespace, baseline_mib: int) -> dict[str,
         "protect_patterns": [],
         "only_patterns": [MARKER],
         "vllm_tree": True,
+        "signal_other_users": False,
     }
     conn = r.ScopedConnection(r.LocalConnection())
     planning = r.TaskContext("localhost", conn.planning(), {}, {})

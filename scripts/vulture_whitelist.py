@@ -16,6 +16,10 @@ _.auth_timeout
 shared  # LockHandle field: read by callers and tests
 MUTATES  # probe flag, read from the probe's source text (engine/probes)
 USES  # probe dependencies, read from the probe's source text (engine/probes)
+visit_Concat  # Jinja code generator hook (engine/sandbox.py)
+code_generator_class  # Jinja environment hooks (engine/sandbox.py)
+intercepted_binops
+bounded_concat  # called from the code engine/sandbox.py generates for `~`
 # Unused today, left for the Ansible-parity branches working in these files (they may wire
 # them in); remove after those merges if still unused:
 _.plain  # engine/templating.py Scope.plain

@@ -32,6 +32,7 @@ _USES = re.compile(r"^USES\s*=\s*\(([^)]*)\)", re.MULTILINE)
 _MUTATES = re.compile(r"^MUTATES\s*=\s*True\b", re.MULTILINE)
 
 _BOOTSTRAP = r"""
+# rigger-host-process (procs.OWN_MARK: never signalled)
 import json as _json, sys as _sys
 _SOURCES = %(sources)s
 _LOADED = {}

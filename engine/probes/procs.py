@@ -4,6 +4,13 @@ Args: ``pids`` (only these), ``sid`` (only this session), ``match`` (regexes sea
 the process name and command line; any one matching is enough). Filters combine with AND.
 ``start_time`` is /proc/PID/stat field 22 (clock ticks since boot): with the pid it
 names one process for good, which is how callers guard against PID reuse.
+
+``gpu_devices: true`` adds to each process the NVIDIA device files it has open
+(/proc/PID/fd links to /dev/nvidia*): what proves, on this host and in this PID
+namespace, that a pid the driver reports really is a GPU holder. ``own: true`` adds
+``rigger_pids`` {pid: why}: this probe's process, every rigger process on the host (the
+remote interpreters, the run-lock holder, probe programs: their command line carries
+OWN_MARK) and all their ancestors. Those are never signalled, whatever matched them.
 """
 
 from __future__ import annotations
@@ -12,6 +19,9 @@ import os
 import pwd
 import re
 from typing import Any
+
+OWN_MARK = "rigger-host-process"
+GPU_DEVICE_PREFIX = "/dev/nvidia"
 
 
 def read_stat(pid: int) -> dict[str, Any] | None:
@@ -82,6 +92,38 @@ def describe(pid: int, users: dict[int, str] | None = None) -> dict[str, Any] | 
     return stat
 
 
+def gpu_devices(pid: int) -> list[str]:
+    """The NVIDIA device files pid has open (sorted, unique); [] when none or unreadable."""
+    fd_dir = f"/proc/{pid}/fd"
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return []
+    found = set()
+    for fd in fds:
+        try:
+            target = os.readlink(f"{fd_dir}/{fd}")
+        except OSError:
+            continue
+        if target.startswith(GPU_DEVICE_PREFIX):
+            found.add(target)
+    return sorted(found)
+
+
+def own_processes(self_pid: int) -> dict[int, str]:
+    """{pid: why} for rigger's own processes on this host and their ancestors."""
+    own = {self_pid: "rigger itself (the process running this probe)"}
+    for pid in ancestors(self_pid):
+        own.setdefault(pid, "an ancestor of rigger (its session, SSH login or sudo)")
+    for pid in all_pids():
+        if pid != self_pid and OWN_MARK in read_cmdline(pid):
+            own.setdefault(pid, "rigger's own process on this host (remote interpreter or run-lock holder)")
+            for parent in ancestors(pid):
+                own.setdefault(parent, "an ancestor of one of rigger's own processes")
+    own.pop(0, None)
+    return own
+
+
 def all_pids() -> list[int]:
     return sorted(int(entry) for entry in os.listdir("/proc") if entry.isdigit())
 
@@ -130,9 +172,11 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     for pid in pids if pids is not None else all_pids():
         proc = describe(int(pid), users)
         if proc is not None and _wanted(proc, sid, patterns):
+            if args.get("gpu_devices"):
+                proc["gpu_devices"] = gpu_devices(proc["pid"])
             processes.append(proc)
     self_pid = os.getpid()
-    return {
+    answer = {
         "self_pid": self_pid,
         "self_uid": os.geteuid(),
         "self_ancestors": ancestors(self_pid),
@@ -140,3 +184,6 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         "clock_ticks": os.sysconf("SC_CLK_TCK"),
         "processes": processes,
     }
+    if args.get("own"):
+        answer["rigger_pids"] = {str(pid): why for pid, why in own_processes(self_pid).items()}
+    return answer

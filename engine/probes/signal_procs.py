@@ -1,11 +1,13 @@
 """Terminate processes safely: SIGTERM, wait, then SIGKILL the survivors.
 
-Args: ``targets`` [{"pid", "start_time"}], ``term_timeout_s`` (wait after SIGTERM),
-``kill_after_term`` (send SIGKILL to survivors), ``kill_timeout_s`` (wait after SIGKILL).
-Before every signal the process start time is read again: a pid whose start time
-changed is another process now (PID reuse) and is skipped. Never signals PID 1, this
-probe's own process or any of its ancestors (the SSH session that runs it). A zombie
-counts as exited (it holds nothing but its process-table slot).
+Args: ``targets`` [{"pid", "start_time", "gpu_holder"}], ``term_timeout_s`` (wait after
+SIGTERM), ``kill_after_term`` (send SIGKILL to survivors), ``kill_timeout_s`` (wait after
+SIGKILL). Before every signal the process start time is read again: a pid whose start
+time changed is another process now (PID reuse) and is skipped; a ``gpu_holder`` target
+must also still have an NVIDIA device open (/proc/PID/fd -> /dev/nvidia*), or it is
+skipped. Never signals PID 1 nor any of rigger's own processes on the host (this probe,
+the remote interpreters, the run-lock holder) or their ancestors (the SSH session that
+runs them). A zombie counts as exited (it holds nothing but its process-table slot).
 
 Answer: ``terminated`` (exited after SIGTERM), ``killed`` (exited after SIGKILL),
 ``gone`` (already gone), ``skipped`` [{"pid", "reason"}], ``alive`` [{"pid", "state",
@@ -29,8 +31,8 @@ import time
 POLL_S = 0.05
 
 
-def _current(pid: int) -> dict[str, Any] | None:
-    answer = call("procs", {"pids": [pid]})
+def _current(pid: int, gpu_devices: bool = False) -> dict[str, Any] | None:
+    answer = call("procs", {"pids": [pid], "gpu_devices": gpu_devices})
     return answer["processes"][0] if answer["processes"] else None
 
 
@@ -57,13 +59,15 @@ def _send(target: dict[str, Any], signum: int, protected: dict[int, str]) -> str
     reason = _protected_reason(pid, protected)
     if reason:
         return reason
-    proc = _current(pid)
+    proc = _current(pid, gpu_devices=bool(target.get("gpu_holder")))
     if proc is None:
         return "gone"
     if not _same(target, proc):
         return f"pid reused: start time is {proc['start_time']}, expected {target['start_time']} (now {proc['name']!r})"
     if proc["state"] in ("Z", "X"):
         return "gone"
+    if target.get("gpu_holder") and not proc["gpu_devices"]:
+        return "has no NVIDIA device open (/proc/PID/fd -> /dev/nvidia*): not proven a GPU holder here"
     try:
         os.kill(pid, signum)
     except ProcessLookupError:
@@ -85,10 +89,8 @@ def _wait(targets: list[dict[str, Any]], timeout_s: float) -> list[dict[str, Any
 
 
 def _protected() -> dict[int, str]:
-    own = call("procs", {"pids": []})
-    table = {own["self_pid"]: "never signals itself (the rigger probe)"}
-    for pid in own["self_ancestors"]:
-        table[pid] = "never signals an ancestor of rigger (its own session or SSH login)"
+    own = call("procs", {"pids": [], "own": True})
+    table = {int(pid): f"never signals {why}" for pid, why in own["rigger_pids"].items()}
     table[1] = "never signals PID 1 (init)"
     return table
 
@@ -115,7 +117,10 @@ def _signal_all(
 def main(args: dict[str, Any]) -> dict[str, Any]:
     protected = _protected()
     result: dict[str, Any] = {"terminated": [], "killed": [], "gone": [], "skipped": [], "alive": []}
-    targets = [{"pid": int(t["pid"]), "start_time": int(t["start_time"])} for t in args["targets"]]
+    targets = [
+        {"pid": int(t["pid"]), "start_time": int(t["start_time"]), "gpu_holder": bool(t.get("gpu_holder"))}
+        for t in args["targets"]
+    ]
     termed = _signal_all(targets, signal.SIGTERM, protected, result)
     survivors = _wait(termed, args.get("term_timeout_s", 10.0))
     surviving_pids = {t["pid"] for t in survivors}

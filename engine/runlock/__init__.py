@@ -58,8 +58,10 @@ _RECORD_KEYS = (
     "user",
 )
 
-# the lock file code comes first: it starts with its ``from __future__`` import
-_HOLDER = r"""%(probe)s
+# the lock file code comes first (its ``from __future__`` import); only a comment before it:
+# the rigger-host-process mark (procs.OWN_MARK) that keeps the holder from ever being signalled
+_HOLDER = r"""# rigger-host-process
+%(probe)s
 import json, select, sys
 args = json.loads(sys.stdin.readline())
 answer = acquire(args)

@@ -1,18 +1,25 @@
 """Make sure no compute process runs on the selected GPUs and their memory reads idle.
 
-Reads the GPUs through NVML (nvidia-ml-py) or nvidia-smi on the host. Processes holding
-GPU memory are terminated (SIGTERM, then SIGKILL after `term_timeout_s`) together with
-their vLLM process tree: the API server, `VLLM::EngineCore` and `VLLM::Worker*` share a
-session id even after being orphaned to PID 1, so the whole session's vLLM processes go
-(plus descendants of any holder, and processes matching `kill_patterns`). Then it waits
-until the GPUs read idle or `timeout_s` passes.
+Reads the GPUs through NVML (nvidia-ml-py) or nvidia-smi on the host. A GPU holder is a
+process the driver reports AND that has an NVIDIA device open (/proc/PID/fd ->
+/dev/nvidia*), checked again on the host just before each signal. Holders are terminated
+(SIGTERM, then SIGKILL after `term_timeout_s`) together with their vLLM relatives: the
+vLLM-shaped processes (API server, `VLLM::EngineCore`, `VLLM::Worker*`, their
+multiprocessing resource tracker) tied to a holder by ancestry, including those orphaned
+to PID 1 in the holder's session. A shell, an editor or a `tail -f vllm.log` in the same
+session is never touched. Processes matching `kill_patterns` go too, with their vLLM
+relatives. Then it waits until the GPUs read idle or `timeout_s` passes.
 
-Never signals PID 1, rigger itself or its ancestors (its SSH session), nor processes
-matching `protect_patterns`; with `only_patterns` set, a holder that does not match is
-refused. The start time of every process is checked again before each signal, so a
-reused pid is never hit. Fails, naming GPU, pid, user, command and MiB, when the GPUs
-cannot be made idle: a holder owned by another user, a zombie or a process stuck in
-uninterruptible sleep, or memory held with no process visible (another container).
+Never signals PID 1 nor rigger's own processes on the host (the remote interpreter, the
+run-lock holder, their ancestors), whatever the patterns, nor processes matching
+`protect_patterns`; with `only_patterns` set, a holder that does not match is refused.
+Another user's process that is not vLLM-shaped fails the task unless
+`signal_other_users` is true. The start time of every process is checked again before
+each signal, so a reused pid is never hit. Fails, naming GPU, pid, user, command and MiB,
+when the GPUs cannot be made idle: a refused holder, a pid with no NVIDIA device open here
+(a process of another PID namespace), a zombie or a process stuck in uninterruptible
+sleep, memory held with no process visible (another container), memory the driver does
+not report (`[N/A]`), or a driver that cannot be read (its error quoted).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
+from modules.gpu.holders import family, vllm_shaped
 
 PATTERN_LIST = {"type": "array", "items": {"type": "string", "minLength": 1}}
 
@@ -34,14 +42,11 @@ SCHEMA: dict[str, Any] = {
         "gpus": {
             "description": "Which GPUs must be idle: `all`, or a list of indexes and/or UUIDs.",
             "default": "all",
-            "oneOf": [
-                {"const": "all"},
-                {
-                    "type": "array",
-                    "minItems": 1,
-                    "items": {"oneOf": [{"type": "integer", "minimum": 0}, {"type": "string", "minLength": 1}]},
-                },
-            ],
+            "type": ["string", "array"],
+            # if/then/else rather than oneOf: a bad item is then reported at its own line
+            "if": {"type": "string"},
+            "then": {"const": "all"},
+            "else": {"minItems": 1, "items": {"type": ["integer", "string"], "minimum": 0, "minLength": 1}},
         },
         "max_used_mib": {
             "description": "Memory a GPU may use and still count as idle (an idle GPU never reads exactly 0).",
@@ -79,16 +84,20 @@ SCHEMA: dict[str, Any] = {
             "signalled; a holder that does not match fails the task.",
         },
         "vllm_tree": {
-            "description": "Also terminate the vLLM processes sharing a holder's session "
-            "(API server, EngineCore, workers, multiprocessing helpers).",
+            "description": "Also terminate a holder's vLLM relatives: vLLM-shaped processes "
+            "(API server, EngineCore, workers, multiprocessing helpers) tied to it by ancestry.",
             "type": "boolean",
             "default": True,
+        },
+        "signal_other_users": {
+            "description": "Also end processes of other users that are not vLLM-shaped "
+            "(by default such a holder fails the task, naming pid, user and command).",
+            "type": "boolean",
+            "default": False,
         },
     },
 }
 
-VLLM_PATTERN = re.compile(r"VLLM::|vllm")
-MP_HELPER_PATTERN = re.compile(r"multiprocessing\.(resource_tracker|spawn|forkserver)")
 POLL_S = 0.5
 
 
@@ -107,6 +116,7 @@ class Rules:
     kill: tuple[re.Pattern[str], ...]
     protect: tuple[re.Pattern[str], ...]
     only: tuple[re.Pattern[str], ...]
+    other_users: bool = False
 
 
 def _compile(patterns: Iterable[str], arg: str) -> tuple[re.Pattern[str], ...]:
@@ -139,10 +149,30 @@ def _select(answer: Mapping[str, Any], wanted: Any) -> list[Mapping[str, Any]]:
 
 def _read_gpus(ctx: TaskContext, wanted: Any) -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:
     answer = ctx.conn.run_probe("gpus", {})
+    if answer.get("errors"):
+        raise TaskFailed("cannot read the GPUs on this host: " + "; ".join(answer["errors"]))
     if answer["backend"] == "none" and wanted != "all":
         notes = "; ".join(answer.get("notes", []))
         raise TaskFailed(f"no NVIDIA GPUs readable on this host ({notes})")
     return answer, _select(answer, wanted)
+
+
+def _unknown_memory(gpus: Iterable[Mapping[str, Any]]) -> list[str]:
+    return [
+        f"GPU {g['index']} ({g['uuid']}): memory use unknown (the driver reports [N/A]): cannot be judged idle"
+        for g in gpus
+        if g["memory_used_mib"] is None
+    ]
+
+
+def _with_devices(ctx: TaskContext, procs: list[Mapping[str, Any]], pids: Iterable[int]) -> dict[int, Any]:
+    """The process table by pid, the given pids with the NVIDIA devices they have open."""
+    table = {p["pid"]: p for p in procs}
+    wanted = sorted(set(pids) & set(table))
+    if wanted:
+        for proc in ctx.conn.run_probe("procs", {"pids": wanted, "gpu_devices": True})["processes"]:
+            table[proc["pid"]] = proc
+    return table
 
 
 def _holders(gpus: Iterable[Mapping[str, Any]], table: Mapping[int, Any]) -> list[Holder]:
@@ -156,61 +186,43 @@ def _holders(gpus: Iterable[Mapping[str, Any]], table: Mapping[int, Any]) -> lis
 # ---- deciding what to signal ----------------------------------------------------------
 
 
+OTHER_USER = "not vLLM-shaped and owned by another user"
+
+
 def _refusal(proc: Mapping[str, Any], own: Mapping[str, Any], rules: Rules) -> str | None:
     pid = proc["pid"]
     if pid == 1:
         return "never signals PID 1 (init)"
-    if pid == own["self_pid"]:
-        return "never signals rigger itself"
-    if pid in own["self_ancestors"]:
-        return "never signals rigger's own session (an ancestor of rigger)"
+    why = own["rigger_pids"].get(str(pid))
+    if why:
+        return f"never signals {why}"
     if _matches(rules.protect, proc):
         return "matches protect_patterns"
     if rules.only and not _matches(rules.only, proc):
         return "does not match only_patterns"
     if own["self_uid"] != 0 and proc["uid"] != own["self_uid"]:
         return f"owned by {proc['user']}, and rigger runs as uid {own['self_uid']} (not root)"
+    if proc["uid"] != own["self_uid"] and not rules.other_users and not vllm_shaped(proc):
+        return f"{OTHER_USER} ({proc['user']}): set signal_other_users to end it"
     if proc["state"] == "Z":
         return f"zombie (defunct): its parent {proc['ppid']} has not reaped it"
     return None
 
 
-def _descendants(roots: set[int], procs: Iterable[Mapping[str, Any]]) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for proc in procs:
-        children.setdefault(proc["ppid"], []).append(proc["pid"])
-    found: set[int] = set()
-    pending = list(roots)
-    while pending:
-        for child in children.get(pending.pop(), []):
-            if child not in found:
-                found.add(child)
-                pending.append(child)
-    return found
-
-
-def _vllm_session_members(seeds: Iterable[Mapping[str, Any]], procs: Iterable[Mapping[str, Any]]) -> set[int]:
-    """vLLM processes (and multiprocessing helpers) in the session of a vLLM seed process."""
-    sessions = {s["sid"] for s in seeds if s["sid"] > 1 and _matches((VLLM_PATTERN,), s)}
-    return {p["pid"] for p in procs if p["sid"] in sessions and _matches((VLLM_PATTERN, MP_HELPER_PATTERN), p)}
-
-
 def _extras(
     holders: list[Holder], procs: list[Mapping[str, Any]], own: Mapping[str, Any], rules: Rules, vllm_tree: bool
 ) -> set[int]:
-    """Processes to terminate besides the holders. Only processes that may themselves be
-    signalled seed the expansion: the children of PID 1, of rigger's own ancestors or of a
-    protected process are never pulled in."""
+    """Processes to terminate besides the holders: kill_patterns matches and, with
+    vllm_tree, the vLLM families (modules/gpu/holders.py) of the holders and of the
+    matches. A refused process seeds no family: the children of PID 1, of rigger's own
+    processes or of a protected process are never pulled in."""
     held = {h.pid for h in holders if h.proc}
     matched = [p for p in procs if rules.kill and _matches(rules.kill, p)]
     seeds = [p for p in procs if p["pid"] in held] + [p for p in matched if _refusal(p, own, rules) is None]
     extra = {p["pid"] for p in matched}
-    grow = {p["pid"] for p in seeds}
     if vllm_tree:
-        members = _vllm_session_members(seeds, procs)
-        extra |= members
-        grow |= {p["pid"] for p in procs if p["pid"] in members and _refusal(p, own, rules) is None}
-    extra |= _descendants(grow, procs)
+        for seed in seeds:
+            extra |= family(seed, procs)
     return extra - held
 
 
@@ -231,16 +243,32 @@ def _holder_line(h: Holder, why: str) -> str:
     return f"GPU {h.gpu['index']} ({h.gpu['uuid']}): {_describe(h.pid, h.proc)}, {mib} MiB: {why}"
 
 
+NO_DEVICE = (
+    "reported by the driver but has no NVIDIA device open here (/proc/PID/fd -> /dev/nvidia*): "
+    "a process of another PID namespace (container) with the same pid, never signalled"
+)
+
+
 def _holder_problems(holders: list[Holder], own: Mapping[str, Any], rules: Rules) -> list[str]:
     problems = []
     for h in holders:
         if h.proc is None:
             problems.append(_holder_line(h, "no such process visible here (another container or PID namespace?)"))
             continue
-        why = _refusal(h.proc, own, rules)
+        why = _refusal(h.proc, own, rules) or (None if h.proc.get("gpu_devices") else NO_DEVICE)
         if why:
             problems.append(_holder_line(h, why))
     return problems
+
+
+def _refused_matches(procs: list[Mapping[str, Any]], own: Mapping[str, Any], rules: Rules) -> list[str]:
+    """kill_patterns matches that may not be ended because another user owns them."""
+    matched = [p for p in procs if rules.kill and _matches(rules.kill, p)]
+    return [
+        f"{_describe(p['pid'], p)}: matches kill_patterns but is {why}"
+        for p in matched
+        if (why := _refusal(p, own, rules)) and why.startswith(OTHER_USER)
+    ]
 
 
 def _invisible_memory(gpus: Iterable[Mapping[str, Any]], max_used_mib: int) -> list[str]:
@@ -258,6 +286,7 @@ class Target:
     pid: int
     start_time: int
     line: str
+    gpu_holder: bool
 
 
 def _targets(
@@ -278,7 +307,7 @@ def _targets(
                 spared.append(f"{_describe(pid, proc)}: {why}")
             continue
         mib = f", holds {held[pid]} MiB" if pid in held else ""
-        targets.append(Target(pid, proc["start_time"], f"{_describe(pid, proc)}{mib}"))
+        targets.append(Target(pid, proc["start_time"], f"{_describe(pid, proc)}{mib}", pid in held))
     return targets, spared
 
 
@@ -290,6 +319,7 @@ def _rules(args: Mapping[str, Any]) -> Rules:
         kill=_compile(args["kill_patterns"], "kill_patterns"),
         protect=_compile(args["protect_patterns"], "protect_patterns"),
         only=_compile(args["only_patterns"], "only_patterns"),
+        other_users=bool(args["signal_other_users"]),
     )
 
 
@@ -308,7 +338,9 @@ def _count(n: int, one: str, many: str) -> str:
 
 
 def _is_idle(gpus: list[Mapping[str, Any]], max_used_mib: int) -> bool:
-    return all(not g["processes"] and (g["memory_used_mib"] or 0) <= max_used_mib for g in gpus)
+    return all(
+        not g["processes"] and g["memory_used_mib"] is not None and g["memory_used_mib"] <= max_used_mib for g in gpus
+    )
 
 
 def _gpu_data(gpus: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -326,10 +358,11 @@ def _gpu_data(gpus: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     rules = _rules(args)
     answer, gpus = _read_gpus(ctx, args["gpus"])
-    table = ctx.conn.run_probe("procs", {})
+    table = ctx.conn.run_probe("procs", {"own": True})
     procs = table["processes"]
-    holders = _holders(gpus, {p["pid"]: p for p in procs})
-    problems = _holder_problems(holders, table, rules)
+    reported = [p["pid"] for g in gpus for p in g["processes"]]
+    holders = _holders(gpus, _with_devices(ctx, procs, reported))
+    problems = _unknown_memory(gpus) + _holder_problems(holders, table, rules) + _refused_matches(procs, table, rules)
     if problems:
         raise TaskFailed("GPUs cannot be made idle:\n" + "\n".join(problems), {"problems": problems})
     max_used = int(args["max_used_mib"])
@@ -353,7 +386,7 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         summary=f"terminate {_count(len(targets), 'process', 'processes')}: " + "; ".join(lines),
         diffs=(Diff("processes to signal (SIGTERM, then SIGKILL)", "\n".join(lines) + "\n", ""),),
         payload={
-            "targets": [{"pid": t.pid, "start_time": t.start_time} for t in targets],
+            "targets": [{"pid": t.pid, "start_time": t.start_time, "gpu_holder": t.gpu_holder} for t in targets],
             "lines": lines,
             "spared": spared,
             "used_mib_before": sum((g["memory_used_mib"] or 0) for g in gpus),

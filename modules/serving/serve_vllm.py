@@ -11,6 +11,11 @@ After a start, readiness is checked ON the host in stages (`/health` 200, `/v1/m
 lists the served name, a one-token completion) with the phase read from the log; a
 fatal log line or the process exiting fails the task within seconds, quoting the line.
 
+Every check that can fail (the spec, the model path on the host, who holds the port)
+runs before an old server is stopped: a start that cannot succeed leaves the running
+server as it was. A model, served name or other flag value starting with `-` is refused
+(vLLM would read it as a flag).
+
 `stopped` ends the whole session (API server, EngineCore, workers, orphans included:
 SIGTERM, then SIGKILL) and waits until the port is free. A port held by a process rigger
 did not start is a clear failure naming it; rigger never kills it.
@@ -35,6 +40,8 @@ from modules.serving.spec import CRASH_REPORT_ENV, LaunchSpec, build_spec, confi
 from modules.serving.waiting import WaitTarget, wait_ready
 
 ANY_ADDRESS = ("0.0.0.0", "::", "")
+# a value that starts with "-" would be read by vLLM's parser as a flag of its own
+NOT_A_FLAG = "^[^-]"
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -48,16 +55,20 @@ SCHEMA: dict[str, Any] = {
         },
         "model": {
             "type": "string",
-            "description": "Model directory on the host (absolute path: its config files "
-            "are part of the spec hash) or a hub id.",
+            "minLength": 1,
+            "pattern": NOT_A_FLAG,
+            "description": "Model directory on the host (absolute path: it must exist, and "
+            "its config files are part of the spec hash) or a hub id.",
         },
         "served_model_name": {
             "type": ["string", "null"],
+            "pattern": NOT_A_FLAG,
             "default": None,
             "description": "Model id clients use (--served-model-name); default: `model`.",
         },
         "host": {
             "type": "string",
+            "pattern": NOT_A_FLAG,
             "default": "127.0.0.1",
             "description": "Address to bind (--host). 0.0.0.0 exposes the server to every "
             "network the host is on and warns.",
@@ -83,11 +94,13 @@ SCHEMA: dict[str, Any] = {
         },
         "dtype": {
             "type": ["string", "null"],
+            "pattern": NOT_A_FLAG,
             "default": None,
             "description": "Weights/activations dtype (--dtype): auto, bfloat16, float16...",
         },
         "kv_cache_dtype": {
             "type": ["string", "null"],
+            "pattern": NOT_A_FLAG,
             "default": None,
             "description": "KV cache dtype (--kv-cache-dtype): auto, fp8, bfloat16...",
         },
@@ -112,6 +125,7 @@ SCHEMA: dict[str, Any] = {
         },
         "attention_backend": {
             "type": ["string", "null"],
+            "pattern": NOT_A_FLAG,
             "default": None,
             "description": "Force an attention backend (--attention-backend), e.g. TRITON_MLA.",
         },
@@ -240,7 +254,8 @@ def _spec_diffs(record: Mapping[str, Any] | None, spec: LaunchSpec) -> tuple[Dif
 
 
 def _check_port(conn: ScopedConnection, args: Mapping[str, Any], status: sessions.ServerStatus) -> None:
-    strict = status.record is None  # no server of ours could be the invisible holder
+    # an invisible holder may be our own dying server only on the port that server used
+    strict = status.record is None or status.record.get("port") != args["port"]
     taken = sessions.foreign_listener(conn, int(args["port"]), status.session_pids, strict)
     if taken is not None:
         raise TaskFailed(sessions.port_taken_message(int(args["port"]), taken), {"port": args["port"]})
@@ -299,6 +314,7 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
             f"vLLM pid {record.get('pid')} running and healthy on port {args['port']}, same spec ({spec_hash[:12]})",
             _data(args, record),
         )
+    _check_model(ctx.conn, args)
     _check_port(ctx.conn, args, status)
     return Change(
         summary=reason,
@@ -407,13 +423,27 @@ def _warnings(args: Mapping[str, Any]) -> tuple[str, ...]:
     return ()
 
 
+def _check_model(conn: ScopedConnection, args: Mapping[str, Any]) -> None:
+    model = str(args["model"])
+    if not model.startswith("/"):
+        return  # a hub id: vLLM resolves it
+    info = conn.run_probe("path_info", {"paths": [model]})["paths"][model]
+    if not info.get("exists"):
+        reason = info.get("error") or "no such file or directory"
+        raise TaskFailed(f"serve_vllm: model {model} is not on the host ({reason})", {"model": model})
+
+
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     status = sessions.read_status(ctx.conn, _state_path(args), _base_url(args) + "/health")
-    stopped = _stop(ctx, args, status)
     if args["state"] == "stopped":
+        stopped = _stop(ctx, args, status)
         return Result(changed=True, msg=stopped, diffs=change.diffs, data={"port": args["port"]})
+    spec = _read_spec(ctx.conn, args)  # everything that can fail, before anything is stopped
+    _check_model(ctx.conn, args)
+    _check_port(ctx.conn, args, status)
+    _stop(ctx, args, status)
     sessions.ensure_port_free(ctx.conn, int(args["port"]), float(args["stop_timeout_s"]))
-    result = _start(ctx, args, _read_spec(ctx.conn, args))
+    result = _start(ctx, args, spec)
     return Result(
         changed=True,
         msg=f"{change.summary}: {result.msg}",

@@ -9,9 +9,13 @@ playbook of `ensure_gpus_idle` then `ensure_shm_clean` run through `rigger run` 
 leave no orphan and no leaked segment, must not touch a segment held by an unrelated
 live process, must touch nothing in check mode, and must be all ok the second time.
 
-vLLM, the bystander and `rigger run` share a private mount namespace whose /dev/shm is a
-fresh tmpfs (unshare/nsenter, root only), so the test neither sees nor removes segments
-of other programs on the machine, and their segments cannot disturb its counts.
+vLLM, the bystander and `rigger run` share a private mount namespace whose /dev is a
+fresh tmpfs (unshare/nsenter, root only) with a fresh /dev/shm, so the test neither sees
+nor removes segments of other programs on the machine, and their segments cannot disturb
+its counts. That /dev also holds a decoy /dev/nvidia0 (a node that is really /dev/null)
+which every vLLM process holds open from start-up (tests/fakes/fake_nvml/fake_cuda_device),
+as CUDA processes hold the real one: ensure_gpus_idle signals only processes with an
+NVIDIA device open.
 
 Check mode and the second run go through the local connection; the cleaning run goes
 over SSH through a real Debian sshd (tests/integration/ssh/sshlab.py) with become, the
@@ -140,11 +144,25 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-KEEPER = "mount -t tmpfs -o size=4g,mode=1777 rigger-incident-shm /dev/shm && echo ready && exec sleep 3600"
+# the nodes vLLM and rigger use, plus the decoy GPU device (1:3 is /dev/null's)
+DEV_NODES = (("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9))
+DEV_NODES += (("nvidia0", 1, 3), ("nvidiactl", 1, 3))
+FAKE_CUDA = REPO / "tests" / "fakes" / "fake_nvml" / "fake_cuda_device"
+KEEPER = " && ".join(
+    [
+        "mount -t tmpfs -o size=64k,mode=755 rigger-incident-dev /dev",
+        *(f"mknod -m 666 /dev/{name} c {major} {minor}" for name, major, minor in DEV_NODES),
+        "ln -s /proc/self/fd /dev/fd",
+        "mkdir /dev/shm",
+        "mount -t tmpfs -o size=4g,mode=1777 rigger-incident-shm /dev/shm",
+        "echo ready",
+        "exec sleep 3600",
+    ]
+)
 
 
 def private_shm() -> subprocess.Popen[str]:
-    """A process holding a mount namespace with its own /dev/shm."""
+    """A process holding a mount namespace with its own /dev, /dev/shm and a decoy GPU."""
     keeper = subprocess.Popen(
         ["unshare", "--mount", "--propagation", "private", "sh", "-c", KEEPER],
         stdin=subprocess.DEVNULL,
@@ -183,7 +201,13 @@ def start_vllm(model: Path, log: Path, in_ns: tuple[str, ...]) -> tuple[subproce
         "--port",
         str(port),
     ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "PYTHONPATH": str(FAKE_CUDA),
+        "RIGGER_FAKE_GPU_DEVICE": "/dev/nvidia0",
+    }
     with log.open("wb") as out:
         server = subprocess.Popen(
             [*in_ns, *argv],

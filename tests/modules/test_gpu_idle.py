@@ -3,7 +3,11 @@
 Real: the module, the probes (/proc, signals), LocalConnection, nvidia-ml-py (pynvml),
 the processes that hold "GPU memory" (they are really signalled and really die).
 Not real: the GPUs. tests/fakes/fake_nvml builds a libnvidia-ml.so.1 that pynvml loads;
-it lists a registered pid as a compute process only while that pid is alive.
+it lists a registered pid as a compute process only while that pid is alive. A process
+"holds a GPU" as the module checks it on a real host: it has /dev/nvidia0 open. That
+device is a decoy: each holder runs in its own private mount namespace (unshare -m) with
+a tmpfs over /dev holding a nvidia0 node that is really /dev/null (1:3). Every process a
+test signals is a decoy the test started; nothing else on the machine is touched.
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import textwrap
 import time
@@ -23,17 +26,19 @@ from typing import Any
 
 import pytest
 
-from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
 from engine.errors import WriteRefused
-from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
+from engine.module_api import Change, Result, TaskFailed, Unchanged
 from modules.gpu import ensure_gpus_idle as mod
+
+__all__ = ["spawn"]  # the fixture, imported
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_DIR = REPO / "tests" / "fakes" / "fake_nvml"
 
 
 import fakenvml  # tests/fakes/fake_nvml (pytest pythonpath)
+from gpudecoys import Spawner, alive, ctx, planning, spawn, wait_started
 
 DEFAULTS = {
     "gpus": "all",
@@ -44,6 +49,7 @@ DEFAULTS = {
     "protect_patterns": [],
     "only_patterns": [],
     "vllm_tree": True,
+    "signal_other_users": False,
 }
 
 
@@ -53,71 +59,6 @@ def fake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     fake.load_in_this_process()
     yield fake
     os.environ.pop("FAKE_NVML_CONFIG", None)
-
-
-class Spawner:
-    """Starts real processes for a test and reaps whatever is left at the end."""
-
-    def __init__(self) -> None:
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.orphans: list[tuple[int, int]] = []
-
-    def adopt(self, pid: int) -> int:
-        """Remember a grandchild (pid, start time) so cleanup can kill it if it is left."""
-        self.orphans.append((pid, start_time(pid)))
-        return pid
-
-    def __call__(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, **kwargs)
-        self.procs.append(proc)
-        return proc
-
-    def python(self, code: str, **kwargs: Any) -> subprocess.Popen[bytes]:
-        return self([sys.executable, "-c", textwrap.dedent(code)], **kwargs)
-
-    def cleanup(self) -> None:
-        for pid, started in self.orphans:
-            if alive(pid) and start_time(pid) == started:
-                os.kill(pid, signal.SIGKILL)
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-
-
-@pytest.fixture
-def spawn() -> Iterator[Spawner]:
-    spawner = Spawner()
-    yield spawner
-    spawner.cleanup()
-
-
-def ctx() -> TaskContext:
-    return TaskContext(host_name="localhost", conn=ScopedConnection(LocalConnection()), facts={}, vars={})
-
-
-def planning() -> TaskContext:
-    return TaskContext(host_name="localhost", conn=ScopedConnection(LocalConnection()).planning(), facts={}, vars={})
-
-
-def start_time(pid: int) -> int:
-    with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
-        return int(handle.read().rsplit(")", 1)[1].split()[19])
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def wait_started(*procs: subprocess.Popen[bytes]) -> None:
-    """Let exec() finish so /proc shows the final command line."""
-    time.sleep(0.3)
-    for proc in procs:
-        assert proc.poll() is None, f"helper process {proc.args!r} exited early"
 
 
 def converge(args: dict[str, Any]) -> tuple[Change, Result]:
@@ -150,7 +91,7 @@ def test_no_driver_means_no_gpus_not_an_error(fake: Any) -> None:
 
 
 def test_check_mode_lists_the_holder_and_touches_nothing(fake: Any, spawn: Spawner) -> None:
-    holder = spawn(["sleep", "300"])
+    holder = spawn(["sleep", "300"], holding_gpu=True)
     wait_started(holder)
     fake.eight_gpus([fakenvml.holder(holder.pid, 2, 5000)])
     change = mod.plan(planning(), DEFAULTS)
@@ -163,7 +104,7 @@ def test_check_mode_lists_the_holder_and_touches_nothing(fake: Any, spawn: Spawn
 
 
 def test_terminates_the_holder_and_waits_for_memory_release(fake: Any, spawn: Spawner) -> None:
-    holder = spawn(["sleep", "300"])
+    holder = spawn(["sleep", "300"], holding_gpu=True)
     wait_started(holder)
     fake.eight_gpus([fakenvml.holder(holder.pid, 2, 5000)], release_delay_s=1.0)
     _, result = converge(DEFAULTS)
@@ -176,12 +117,18 @@ def test_terminates_the_holder_and_waits_for_memory_release(fake: Any, spawn: Sp
 
 
 def test_sigkill_after_term_timeout(fake: Any, spawn: Spawner) -> None:
-    stubborn = spawn.python("""
+    stubborn = spawn.python(
+        """
         import signal, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print("ignoring SIGTERM", flush=True)
         time.sleep(300)
-    """)
-    wait_started(stubborn)
+    """,
+        holding_gpu=True,
+        stdout=subprocess.PIPE,
+    )
+    assert stubborn.stdout is not None
+    assert stubborn.stdout.readline() == b"ignoring SIGTERM\n"  # not before: a slow start would die on TERM
     fake.eight_gpus([fakenvml.holder(stubborn.pid, 0, 1200)])
     _, result = converge({**DEFAULTS, "term_timeout_s": 0.5})
     assert result.data["sigkilled_pids"] == [stubborn.pid]
@@ -203,6 +150,7 @@ def test_orphaned_vllm_session_goes_whole(fake: Any, spawn: Spawner) -> None:
     """),
         ],
         start_new_session=True,
+        holding_gpu=True,
     )
     wait_started(launcher)
     members = session_members(launcher.pid)
@@ -235,7 +183,7 @@ def test_kill_patterns_catch_a_process_that_holds_no_memory_yet(fake: Any, spawn
 
 
 def test_only_selected_gpus_are_touched(fake: Any, spawn: Spawner) -> None:
-    on_zero, on_one = spawn(["sleep", "300"]), spawn(["sleep", "301"])
+    on_zero, on_one = spawn(["sleep", "300"], holding_gpu=True), spawn(["sleep", "301"], holding_gpu=True)
     wait_started(on_zero, on_one)
     fake.eight_gpus([fakenvml.holder(on_zero.pid, 0, 100 * 1024), fakenvml.holder(on_one.pid, 1, 100)])
     by_uuid = fakenvml.gpu(0)["uuid"]
@@ -260,7 +208,7 @@ def test_refuses_to_signal_itself_or_pid_1(fake: Any) -> None:
 
 
 def test_refuses_a_protected_holder(fake: Any, spawn: Spawner) -> None:
-    precious = spawn(["bash", "-c", "exec -a 'trainer --job 7' sleep 300"])
+    precious = spawn(["bash", "-c", "exec -a 'trainer --job 7' sleep 300"], holding_gpu=True)
     wait_started(precious)
     fake.eight_gpus([fakenvml.holder(precious.pid, 3, 4096)])
     with pytest.raises(
@@ -273,7 +221,7 @@ def test_refuses_a_protected_holder(fake: Any, spawn: Spawner) -> None:
 
 
 def test_only_patterns_refuse_a_holder_that_does_not_match(fake: Any, spawn: Spawner) -> None:
-    other = spawn(["sleep", "300"])
+    other = spawn(["sleep", "300"], holding_gpu=True)
     wait_started(other)
     fake.eight_gpus([fakenvml.holder(other.pid, 5, 900)])
     with pytest.raises(TaskFailed, match=rf"pid {other.pid} .*does not match only_patterns"):
@@ -282,7 +230,7 @@ def test_only_patterns_refuse_a_holder_that_does_not_match(fake: Any, spawn: Spa
 
 
 def test_pid_reuse_between_plan_and_apply_is_never_signalled(fake: Any, spawn: Spawner) -> None:
-    first = spawn(["sleep", "300"])
+    first = spawn(["sleep", "300"], holding_gpu=True)
     wait_started(first)
     fake.eight_gpus([fakenvml.holder(first.pid, 0, 2048)])
     change = mod.plan(planning(), DEFAULTS)
@@ -338,7 +286,7 @@ def test_memory_with_no_visible_process_fails(fake: Any) -> None:
 
 
 def test_timeout_when_memory_is_not_released(fake: Any, spawn: Spawner) -> None:
-    holder = spawn(["sleep", "300"])
+    holder = spawn(["sleep", "300"], holding_gpu=True)
     wait_started(holder)
     fake.eight_gpus([fakenvml.holder(holder.pid, 7, 6000)], release_delay_s=30)
     change = mod.plan(planning(), DEFAULTS)

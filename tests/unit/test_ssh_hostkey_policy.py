@@ -74,3 +74,38 @@ def test_changed_key_in_any_listed_file_is_refused(tmp_path: Path) -> None:
         _check(new, "accept-new", [user_file, inventory_file], inventory_file)
     assert old.fingerprint in str(caught.value) and new.fingerprint in str(caught.value)
     assert not inventory_file.exists()
+
+
+# ---- unreadable known_hosts lines fail closed (issue 10) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "bad_line",
+    [
+        "gpu9 ssh-ed25519 AAAA!!!not-base64",  # bad base64
+        "gpu9 ssh-ed25519",  # too few fields
+        "gpu9 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIObkYhE0",  # a truncated key
+    ],
+)
+def test_a_corrupt_line_names_file_and_line_whatever_policy(tmp_path: Path, bad_line: str) -> None:
+    key = _key(tmp_path, "host")
+    known = tmp_path / "known_hosts"
+    known.write_text("# ops\n" + _line(key) + bad_line + "\n")
+    for policy in ("strict", "accept-new", "off"):
+        with pytest.raises(HostKeyError, match=rf"^gpu1: {known}:3: corrupt known_hosts line"):
+            _check(key, policy, [known], tmp_path / "record")
+
+
+def test_a_revoked_key_is_refused_even_when_recorded(tmp_path: Path) -> None:
+    key = _key(tmp_path, "host")
+    known = tmp_path / "known_hosts"
+    known.write_text(_line(key) + "@revoked " + _line(key, "*"))
+    with pytest.raises(HostKeyError, match="is marked @revoked"):
+        _check(key, "off", [known], tmp_path / "record")
+
+
+def test_cert_authority_lines_are_skipped(tmp_path: Path) -> None:
+    key, ca = _key(tmp_path, "host"), _key(tmp_path, "ca")
+    known = tmp_path / "known_hosts"
+    known.write_text("@cert-authority " + _line(ca, "*") + _line(key))
+    assert _check(key, "strict", [known], tmp_path / "record") is None

@@ -16,6 +16,7 @@ It exits (killing what it started) when its stdin closes: when the controller cl
 connection or dies. Stdlib only; whitelisted operations only, never pickle.
 """
 
+# rigger-host-process: this mark in the command line tells the procs probe never to signal it
 from __future__ import annotations
 
 import base64

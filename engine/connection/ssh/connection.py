@@ -46,7 +46,7 @@ log = logging.getLogger("rigger.ssh")
 # reads the probe program (N bytes) from stdin; the probe then reads its JSON args after it
 LOADER = (
     "import sys;n=int(sys.argv[1]);"
-    "exec(compile(sys.stdin.buffer.read(n),'<rigger-probe>','exec'),{'__name__':'__main__'})"
+    "exec(compile(sys.stdin.buffer.read(n),'<rigger-host-process>','exec'),{'__name__':'__main__'})"
 )
 TIMEOUT_GRACE_S = 1.0
 REMOTE_PYTHON_FILE_MAX_BYTES = 4 * 2**20  # bigger files stream over SFTP

@@ -5,17 +5,22 @@ Policy (``host_key_checking``):
   inventory's ``known_hosts_file``; an unknown host is refused, naming the fingerprint.
 - ``accept-new``: an unknown host's key is recorded (under a file lock) and accepted.
 - ``off``: an unknown host is accepted without recording, with a loud warning.
-In every mode a key that differs from the recorded one is refused, with both fingerprints.
+In every mode a key that differs from the recorded one is refused, with both fingerprints,
+and a key on an ``@revoked`` line is refused. A known_hosts line that cannot be read (bad
+base64, a truncated key, too few fields) fails closed: the host is unreachable with the
+file and line named, never skipped quietly and never a crash.
 """
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import paramiko
+from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 
 from engine.connection.ssh.options import Endpoint
 from engine.errors import HostUnreachable
@@ -36,17 +41,70 @@ def describe(key: paramiko.PKey) -> str:
     return f"{key.get_name()} {key.fingerprint}"
 
 
-def load_known(files: Sequence[str]) -> paramiko.HostKeys:
-    keys = paramiko.HostKeys()
+REVOKED = "@revoked"
+
+
+class KnownHosts(paramiko.HostKeys):
+    """Recorded keys, plus the keys of ``@revoked`` lines."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.revoked: list[paramiko.PKey] = []
+
+
+def load_known(files: Sequence[str], host_name: str = "") -> KnownHosts:
+    keys = KnownHosts()
     for path in files:
         if os.path.isfile(path):
-            keys.load(path)
+            _load_file(keys, path, host_name)
     return keys
 
 
-def known_types(files: Sequence[str], endpoint: Endpoint) -> list[str]:
+def _load_file(keys: KnownHosts, path: str, host_name: str) -> None:
+    who = f"{host_name}: " if host_name else ""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HostKeyError(f"{who}{path}: cannot read this known_hosts file: {exc}") from None
+    for number, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line.startswith("#") or line.startswith("@cert-authority"):
+            continue  # host certificates are not used by rigger
+        marker, _, rest = line.partition(" ") if line.startswith("@") else ("", "", line)
+        if marker not in ("", REVOKED):
+            raise HostKeyError(f"{who}{path}:{number}: unknown known_hosts marker {marker!r}; refusing to connect")
+        entry = _entry(rest.strip(), f"{who}{path}:{number}")
+        if entry is None or entry.key is None:
+            continue
+        if marker == REVOKED:
+            keys.revoked.append(entry.key)
+        else:
+            keys._entries.append(entry)  # type: ignore[attr-defined]  # as HostKeys.load does
+
+
+def _entry(line: str, where: str) -> HostKeyEntry | None:
+    """One parsed line; None for a key type paramiko does not know (skipped, as before)."""
+    if len(line.split()) < 3:
+        raise HostKeyError(
+            f"{where}: corrupt known_hosts line (expected 'HOSTS KEYTYPE BASE64KEY'); refusing to connect "
+            "until it is fixed or removed"
+        )
+    try:
+        entry = HostKeyEntry.from_line(line)
+        if entry is not None and entry.key is not None and entry.key.asbytes() != base64.b64decode(line.split()[2]):
+            raise ValueError(f"the key data is not one whole {entry.key.get_name()} key")
+    except Exception as exc:  # InvalidHostKey, SSHException, ValueError: all mean a bad line
+        reason = exc.args[-1] if isinstance(exc, InvalidHostKey) else exc
+        raise HostKeyError(
+            f"{where}: corrupt known_hosts line ({reason}); refusing to connect until it is fixed or removed"
+        ) from None
+    return entry
+
+
+def known_types(files: Sequence[str], endpoint: Endpoint, host_name: str = "") -> list[str]:
     """Key types recorded for ``endpoint``, so negotiation prefers them (as OpenSSH does)."""
-    entry = load_known(files).lookup(endpoint.known_hosts_name)
+    entry = load_known(files, host_name).lookup(endpoint.known_hosts_name)
     return list(entry.keys()) if entry else []
 
 
@@ -59,7 +117,13 @@ def check_host_key(
     files: Sequence[str],
     record_file: str,
 ) -> HostKeyVerdict:
-    recorded = _recorded(files, endpoint)
+    known = load_known(files, host_name)
+    if any(revoked.get_name() == key.get_name() and revoked == key for revoked in known.revoked):
+        raise HostKeyError(
+            f"{host_name}: host key {describe(key)} for {endpoint.known_hosts_name} is marked @revoked "
+            f"in {', '.join(files)}; refusing to connect"
+        )
+    recorded = _recorded(files, endpoint, host_name)
     if recorded:
         _require_match(host_name, endpoint, key, recorded, files)
         return HostKeyVerdict()
@@ -82,8 +146,8 @@ def check_host_key(
     )
 
 
-def _recorded(files: Sequence[str], endpoint: Endpoint) -> list[paramiko.PKey]:
-    entry = load_known(files).lookup(endpoint.known_hosts_name)
+def _recorded(files: Sequence[str], endpoint: Endpoint, host_name: str = "") -> list[paramiko.PKey]:
+    entry = load_known(files, host_name).lookup(endpoint.known_hosts_name)
     return list(entry.values()) if entry else []
 
 
@@ -112,7 +176,7 @@ def _record(host_name: str, endpoint: Endpoint, key: paramiko.PKey, record_file:
     with open(record_file, "a+", encoding="utf-8") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            recorded = _recorded([record_file], endpoint)
+            recorded = _recorded([record_file], endpoint, host_name)
             if recorded:
                 _require_match(host_name, endpoint, key, recorded, [record_file])
                 return

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import socket
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -161,7 +162,7 @@ def _handshake(
 
 
 def _prefer_known_key_types(transport: paramiko.Transport, options: SSHOptions, endpoint: Endpoint) -> None:
-    recorded = known_types(options.known_hosts_files, endpoint)
+    recorded = known_types(options.known_hosts_files, endpoint, options.host_name)
     if not recorded:
         return
     security = transport.get_security_options()
@@ -179,8 +180,11 @@ def _authenticate(options: SSHOptions, transport: paramiko.Transport, user: str,
     for label, load_key in _candidate_keys(options):
         try:
             key = load_key()
+        except UnprotectedKey as exc:
+            tried.append(f"{label} ({exc})")
+            continue
         except paramiko.PasswordRequiredException:
-            tried.append(f"{label} (encrypted; load it into ssh-agent)")
+            tried.append(f"{label} (protected by a passphrase and none was given: load it into ssh-agent)")
             continue
         except (paramiko.SSHException, OSError, ValueError) as exc:
             tried.append(f"{label} (unreadable: {_reason(exc)})")
@@ -198,10 +202,32 @@ def _authenticate(options: SSHOptions, transport: paramiko.Transport, user: str,
     raise HostUnreachable(f"{options.host_name}: authentication failed for {user}@{where} (tried: {attempts})")
 
 
+class UnprotectedKey(Exception):
+    """A private key file others may read: OpenSSH ignores it, and so does rigger."""
+
+
+def load_private_key(path: str) -> paramiko.PKey:
+    """The key in ``path``, refused as OpenSSH refuses it when group or others may read it
+    (sshkey_perm_ok: owned by us and mode & 077). A passphrase-protected key raises
+    PasswordRequiredException whichever format it is in."""
+    info = os.stat(path)
+    if info.st_uid == os.getuid() and info.st_mode & 0o077:
+        raise UnprotectedKey(
+            f"UNPROTECTED PRIVATE KEY FILE: permissions {stat.S_IMODE(info.st_mode):04o} are too open, "
+            f"others may read it; it is ignored, as OpenSSH ignores it: chmod 600 {path}"
+        )
+    try:
+        return paramiko.PKey.from_path(path)
+    except TypeError as exc:  # cryptography's word for an encrypted key loaded without a password
+        if "password" in str(exc).lower():
+            raise paramiko.PasswordRequiredException(str(exc)) from None
+        raise ValueError(str(exc)) from None
+
+
 def _candidate_keys(options: SSHOptions) -> list[tuple[str, Callable[[], paramiko.PKey]]]:
     if options.key_file:
         path = options.key_file
-        return [(f"key file {path}", functools.partial(paramiko.PKey.from_path, path))]
+        return [(f"key file {path}", functools.partial(load_private_key, path))]
     candidates: list[tuple[str, Callable[[], paramiko.PKey]]] = []
     if os.environ.get("SSH_AUTH_SOCK"):
         try:
@@ -213,7 +239,7 @@ def _candidate_keys(options: SSHOptions) -> list[tuple[str, Callable[[], paramik
     for raw in DEFAULT_IDENTITIES:
         path = os.path.expanduser(raw)
         if os.path.isfile(path):
-            candidates.append((path, functools.partial(paramiko.PKey.from_path, path)))
+            candidates.append((path, functools.partial(load_private_key, path)))
     return candidates
 
 

@@ -32,6 +32,7 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         "gpu_count": len(gpu.get("gpus", [])),
         "gpu_backend": gpu.get("backend", "none"),
         "gpu_notes": gpu.get("notes", []),
+        "gpu_errors": gpu.get("errors", []),
         "gpu_driver_version": gpu.get("driver_version"),
         "cuda_version": gpu.get("cuda_version"),
     }

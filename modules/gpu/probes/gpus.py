@@ -1,10 +1,14 @@
 """GPU facts: NVML through nvidia-ml-py when this python has it, else nvidia-smi CSV.
 
-Answer: ``{"backend": "nvml" | "nvidia-smi" | "none", "gpus": [...], "driver_version",
-"cuda_version", "notes": [why a backend was not used]}``. Each GPU: index, uuid, name,
-memory_total_mib, memory_used_mib, compute_capability ("12.0"), processes [{pid,
-used_mib, name, cmdline, user}]. A host without a driver answers backend "none" and no
-GPUs; that is a fact, not an error. Args: ``backend`` ("auto" by default) forces one.
+Answer: ``{"backend": "nvml" | "nvidia-smi" | "none" | "error", "gpus": [...], "driver_version",
+"cuda_version", "notes": [why a backend was not used], "errors": [...]}``. Each GPU:
+index, uuid, name, memory_total_mib, memory_used_mib (None when the driver says
+``[N/A]``), compute_capability ("12.0"), processes [{pid, used_mib, name, cmdline,
+user}]. A host without a driver (no NVML library, no nvidia-smi, driver not loaded)
+answers backend "none" and no GPUs; that is a fact, not an error. Anything else that
+goes wrong (a driver/library version mismatch, an NVML call failing, nvidia-smi exiting
+non-zero) is quoted in ``errors``: the GPUs exist but cannot be read, which callers must
+never take for "no GPUs" (backend "error"). Args: ``backend`` ("auto" by default) forces one.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ import subprocess
 
 MIB = 1024 * 1024
 SMI_TIMEOUT_S = 30
+# NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_LIBRARY_NOT_FOUND: no driver here, not an error
+NVML_NO_DRIVER = (9, 12)
+SMI_NO_DRIVER = "couldn't communicate with the NVIDIA driver"
 
 
 def _mib(value: int | None) -> int | None:
@@ -74,7 +81,7 @@ def _nvml_gpu(nvml: Any, index: int) -> dict[str, Any]:
     }
 
 
-def _via_nvml(notes: list[str]) -> dict[str, Any] | None:
+def _via_nvml(notes: list[str], errors: list[str]) -> dict[str, Any] | None:
     try:
         import pynvml as nvml
     except ImportError:
@@ -83,21 +90,31 @@ def _via_nvml(notes: list[str]) -> dict[str, Any] | None:
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:
-        notes.append(f"nvml: {exc}")
+        if getattr(exc, "value", None) in NVML_NO_DRIVER:
+            notes.append(f"nvml: {exc}")
+        else:
+            errors.append(f"nvml: nvmlInit failed: {exc}")
         return None
     try:
-        try:
-            cuda = _cuda_version(nvml.nvmlSystemGetCudaDriverVersion_v2())
-        except nvml.NVMLError:
-            cuda = None
-        return {
-            "backend": "nvml",
-            "gpus": [_nvml_gpu(nvml, i) for i in range(nvml.nvmlDeviceGetCount())],
-            "driver_version": _text(nvml.nvmlSystemGetDriverVersion()),
-            "cuda_version": cuda,
-        }
+        return _nvml_answer(nvml)
+    except nvml.NVMLError as exc:
+        errors.append(f"nvml: {exc}")
+        return None
     finally:
         nvml.nvmlShutdown()
+
+
+def _nvml_answer(nvml: Any) -> dict[str, Any]:
+    try:
+        cuda = _cuda_version(nvml.nvmlSystemGetCudaDriverVersion_v2())
+    except nvml.NVMLError:
+        cuda = None
+    return {
+        "backend": "nvml",
+        "gpus": [_nvml_gpu(nvml, i) for i in range(nvml.nvmlDeviceGetCount())],
+        "driver_version": _text(nvml.nvmlSystemGetDriverVersion()),
+        "cuda_version": cuda,
+    }
 
 
 def _smi(argv: list[str]) -> tuple[int, str, str]:
@@ -105,7 +122,14 @@ def _smi(argv: list[str]) -> tuple[int, str, str]:
     return done.returncode, done.stdout, done.stderr.strip() or done.stdout.strip()
 
 
-def _via_smi(notes: list[str]) -> dict[str, Any] | None:
+def _smi_failed(what: str, rc: int, err: str, notes: list[str], errors: list[str]) -> None:
+    if SMI_NO_DRIVER in err:
+        notes.append(f"{what}: exit {rc}: {err[:300]}")
+    else:
+        errors.append(f"{what}: exit {rc}: {err[:300]}")
+
+
+def _via_smi(notes: list[str], errors: list[str]) -> dict[str, Any] | None:
     smi = shutil.which("nvidia-smi")
     if smi is None:
         notes.append("nvidia-smi: not found on PATH")
@@ -116,14 +140,14 @@ def _via_smi(notes: list[str]) -> dict[str, Any] | None:
         fields.remove("compute_cap")
         rc, gpu_csv, err = _smi([smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"])
     if rc != 0:
-        notes.append(f"nvidia-smi: exit {rc}: {err[:300]}")
+        _smi_failed("nvidia-smi", rc, err, notes, errors)
         return None
     rc, apps_csv, err = _smi(
         [smi, "--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader,nounits"]
     )
-    if rc != 0:
-        notes.append(f"nvidia-smi --query-compute-apps: exit {rc}: {err[:300]}")
-        apps_csv = ""
+    if rc != 0:  # without the process list no GPU can be judged idle
+        errors.append(f"nvidia-smi --query-compute-apps: exit {rc}: {err[:300]}")
+        return None
     banner = _smi([smi])[1]
     answer: dict[str, Any] = call(
         "nvsmi", {"gpu_csv": gpu_csv, "apps_csv": apps_csv, "banner": banner, "fields": fields}
@@ -148,13 +172,19 @@ def _describe_processes(answer: dict[str, Any]) -> None:
 def main(args: dict[str, Any]) -> dict[str, Any]:
     wanted = args.get("backend", "auto")
     notes: list[str] = []
+    errors: list[str] = []
     answer = None
     if wanted in ("auto", "nvml"):
-        answer = _via_nvml(notes)
+        answer = _via_nvml(notes, errors)
     if answer is None and wanted in ("auto", "nvidia-smi"):
-        answer = _via_smi(notes)
+        answer = _via_smi(notes, errors)
     if answer is None:
-        answer = {"backend": "none", "gpus": [], "driver_version": None, "cuda_version": None}
+        backend = "error" if errors else "none"
+        answer = {"backend": backend, "gpus": [], "driver_version": None, "cuda_version": None}
+    else:  # one backend answered: the other's failure is only a note
+        notes.extend(errors)
+        errors = []
     _describe_processes(answer)
     answer["notes"] = notes
+    answer["errors"] = errors
     return answer

@@ -9,7 +9,11 @@
  *   {"driver_version": "580.95.05", "cuda_version": 13000, "release_delay_s": 0.0,
  *    "gpus": [{"uuid": "GPU-...", "name": "...", "memory_total_mib": 97887,
  *              "idle_used_mib": 3, "cc_major": 12, "cc_minor": 0}],
- *    "processes": [{"pid": 1234, "gpu": 0, "used_mib": 89000, "report_zombie": false}]}
+ *    "processes": [{"pid": 1234, "gpu": 0, "used_mib": 89000, "report_zombie": false}],
+ *    "init_error": 0}
+ *
+ * "init_error" (an NVML return code, e.g. 18 NVML_ERROR_LIB_RM_VERSION_MISMATCH) makes
+ * nvmlInit fail with it, as a host whose kernel driver and library disagree does.
  *
  * A process is reported only while its pid is alive (kill(pid, 0)) and not a zombie
  * (a real driver frees a context when the process exits, before it is reaped), unless
@@ -35,7 +39,7 @@ typedef int nvmlReturn_t;
 enum {
     NVML_SUCCESS = 0, NVML_ERROR_UNINITIALIZED = 1, NVML_ERROR_INVALID_ARGUMENT = 2,
     NVML_ERROR_NOT_SUPPORTED = 3, NVML_ERROR_NOT_FOUND = 6, NVML_ERROR_INSUFFICIENT_SIZE = 7,
-    NVML_ERROR_DRIVER_NOT_LOADED = 9, NVML_ERROR_UNKNOWN = 999
+    NVML_ERROR_DRIVER_NOT_LOADED = 9, NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18, NVML_ERROR_UNKNOWN = 999
 };
 
 #define MAX_GPUS 64
@@ -74,6 +78,7 @@ static unsigned int gpu_count, proc_count;
 static char driver_version[80] = "580.95.05";
 static int cuda_version = 13000;
 static double release_delay_s;
+static int init_error;
 static int init_count;
 
 /* ---- minimal JSON ---------------------------------------------------------------- */
@@ -240,6 +245,7 @@ static void top_member(const char *key, cursor *c, void *ctx) {
     else if (!strcmp(key, "driver_version")) parse_string(c, driver_version, sizeof driver_version);
     else if (!strcmp(key, "cuda_version")) cuda_version = (int)parse_number(c);
     else if (!strcmp(key, "release_delay_s")) release_delay_s = parse_number(c);
+    else if (!strcmp(key, "init_error")) init_error = (int)parse_number(c);
     else skip_value(c);
 }
 
@@ -267,10 +273,12 @@ static nvmlReturn_t load_config(void) {
     if (!text) return NVML_ERROR_DRIVER_NOT_LOADED;
     gpu_count = proc_count = 0;
     release_delay_s = 0;
+    init_error = 0;
     c.p = text;
     c.ok = 1;
     parse_object(&c, top_member, NULL);
     free(text);
+    if (c.ok && init_error) return (nvmlReturn_t)init_error;
     return c.ok ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
 }
 
@@ -375,6 +383,7 @@ const char *nvmlErrorString(nvmlReturn_t result) {
     case NVML_ERROR_NOT_FOUND: return "Not Found";
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "RM has detected an NVML/RM version mismatch.";
     default: return "Unknown Error";
     }
 }

@@ -114,11 +114,13 @@ class FakeNvml:
         driver_version: str = "580.95.05",
         cuda_version: int = 13000,
         release_delay_s: float = 0.0,
+        init_error: int = 0,
     ) -> None:
         config = {
             "driver_version": driver_version,
             "cuda_version": cuda_version,
             "release_delay_s": release_delay_s,
+            "init_error": init_error,
             "gpus": list(gpus),
             "processes": list(processes),
         }

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +22,7 @@ import pytest
 from vllmkit import (
     SAFE_DTYPE,
     alive,
+    context,
     free_port,
     http_json,
     listening,
@@ -29,11 +32,13 @@ from vllmkit import (
     require_vllm,
     run_module,
     wait_until,
+    with_defaults,
 )
 
 import modules.checkpoints.patch_quant_config as patch_quant_config
 import modules.serving.check_serving as check_serving
 import modules.serving.serve_vllm as serve_vllm
+from engine.connection.local import LocalConnection
 from engine.errors import TaskFailed
 from engine.module_api import Change, Unchanged
 
@@ -133,6 +138,32 @@ def test_rerun_is_ok_without_restart(server: Server) -> None:
     assert run.data["pid"] == server.history[-1]
     assert "running and healthy" in run.planned.msg
     assert alive(server.history[-1])
+
+
+def test_a_move_to_a_port_a_foreign_process_holds_fails_with_the_old_server_running(server: Server) -> None:
+    """Issue 10: the port was free when planned; a foreign process took it before apply.
+    apply checks the port again BEFORE stopping anything: the old server keeps serving."""
+    old_pid = server.history[-1]
+    port = free_port()
+    moved = with_defaults(serve_vllm.SCHEMA, {**server.args, "port": port})
+    planned = plan_only(serve_vllm, moved)
+    assert isinstance(planned, Change), planned
+    foreign = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert wait_until(lambda: listening(port), 10), "the foreign listener did not start"
+        with pytest.raises(TaskFailed, match=f"port {port} is already in use.*pid {foreign.pid}"):
+            serve_vllm.apply(context(LocalConnection(), [], planning=False, become=False), moved, planned)
+        assert alive(old_pid), "the old server was stopped before the failing check"
+        assert http_json(server.url + "/health")[0] == 200
+        assert server.state_file["pid"] == old_pid
+        assert alive(foreign.pid)
+    finally:
+        foreign.kill()
+        foreign.wait()
 
 
 def test_changed_arg_restarts_with_argv_diff(server: Server) -> None:

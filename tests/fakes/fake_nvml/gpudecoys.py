@@ -1,0 +1,108 @@
+"""Decoy processes for the tests that really signal: started by the test, holding a
+decoy GPU device, reaped at the end.
+
+A process "holds a GPU" as ensure_gpus_idle checks it on a real host: it has
+/dev/nvidia0 open. Here that device is a decoy: the process runs in its own private mount
+namespace (unshare -m) with a tmpfs over /dev holding a nvidia0 node that is really
+/dev/null (1:3). Needs root (as the test suite runs).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from engine.connection.base import ScopedConnection
+from engine.connection.local import LocalConnection
+from engine.module_api import TaskContext
+
+# Runs argv with fd 3 open on a decoy /dev/nvidia0, in a private mount namespace (so the
+# tmpfs over /dev is seen by the decoy alone); unshare and sh exec, so the pid is argv's.
+GPU_DECOY = [
+    "unshare",
+    "--mount",
+    "--propagation",
+    "private",
+    "--",
+    "sh",
+    "-c",
+    "mount -t tmpfs -o size=64k,mode=755 rigger-decoy-dev /dev && mknod -m 666 /dev/nvidia0 c 1 3 "
+    '&& mknod -m 666 /dev/null c 1 3 && exec 3<>/dev/nvidia0 && exec "$@"',
+    "gpu-decoy",
+]
+
+
+class Spawner:
+    """Starts real processes for a test and reaps whatever is left at the end."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.orphans: list[tuple[int, int]] = []
+
+    def adopt(self, pid: int) -> int:
+        """Remember a grandchild (pid, start time) so cleanup can kill it if it is left."""
+        self.orphans.append((pid, start_time(pid)))
+        return pid
+
+    def __call__(self, argv: list[str], *, holding_gpu: bool = False, **kwargs: Any) -> subprocess.Popen[bytes]:
+        if holding_gpu:
+            argv = [*GPU_DECOY, *argv]
+        kwargs.setdefault("stdin", subprocess.DEVNULL)
+        proc = subprocess.Popen(argv, **kwargs)
+        self.procs.append(proc)
+        return proc
+
+    def python(self, code: str, **kwargs: Any) -> subprocess.Popen[bytes]:
+        return self([sys.executable, "-c", textwrap.dedent(code)], **kwargs)
+
+    def cleanup(self) -> None:
+        for pid, started in self.orphans:
+            if alive(pid) and start_time(pid) == started:
+                os.kill(pid, signal.SIGKILL)
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
+def ctx() -> TaskContext:
+    return TaskContext(host_name="localhost", conn=ScopedConnection(LocalConnection()), facts={}, vars={})
+
+
+def planning() -> TaskContext:
+    return TaskContext(host_name="localhost", conn=ScopedConnection(LocalConnection()).planning(), facts={}, vars={})
+
+
+def start_time(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+        return int(handle.read().rsplit(")", 1)[1].split()[19])
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_started(*procs: subprocess.Popen[bytes]) -> None:
+    """Let exec() finish so /proc shows the final command line."""
+    time.sleep(0.3)
+    for proc in procs:
+        assert proc.poll() is None, f"helper process {proc.args!r} exited early"
+
+
+@pytest.fixture
+def spawn() -> Iterator[Spawner]:
+    spawner = Spawner()
+    yield spawner
+    spawner.cleanup()
