@@ -18,9 +18,24 @@ from engine.output.events import HostResult
 
 
 @dataclass(frozen=True)
+class PlannedStep:
+    """What plan() returned for one task (or loop item) on one host, before any apply."""
+
+    host: str
+    location: str
+    module: str
+    check_mode: str
+    no_log: bool
+    change: Change | Unchanged | None
+
+
+@dataclass(frozen=True)
 class ExecOptions:
     check_mode: bool = False
     verbosity: int = 0
+    # Called after every plan() outside check mode; raising TaskFailed stops the task
+    # before apply (the saved-plan gate of `rigger apply`, engine/plans/gate.py).
+    before_apply: Callable[[PlannedStep], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +72,9 @@ class _Attempt:
     data: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     set_vars: Mapping[str, Any] = field(default_factory=dict)
+    planned: str = ""
+    summary: str = ""
+    fingerprint: Mapping[str, str] = field(default_factory=dict)
 
 
 def _failed(msg: str, data: Mapping[str, Any] | None = None) -> _Attempt:
@@ -119,6 +137,9 @@ class TaskRunner:
             ignored=ignored,
             no_log=bool(self.task.options.no_log),
             location=str(self.task.location),
+            planned=attempt.planned,
+            summary=attempt.summary,
+            fingerprint=attempt.fingerprint,
         )
 
     def _one(self, scope: templating.Scope, item: Any) -> tuple[HostResult, Mapping[str, Any]]:
@@ -251,24 +272,32 @@ class TaskRunner:
         self, spec: registry.ModuleSpec, ctx: TaskContext, conn: ScopedConnection, args: dict[str, Any]
     ) -> _Attempt:
         change = spec.plan(ctx, args)
+        if self.options.before_apply is not None and not self.options.check_mode:
+            self.options.before_apply(
+                PlannedStep(self.host, str(self.task.location), spec.name, spec.check_mode,
+                            bool(self.task.options.no_log), change)
+            )
         if change is None or isinstance(change, Unchanged):
             if change is None:
-                return _Attempt(status="ok", changed=False)
+                return _Attempt(status="ok", changed=False, planned="unchanged")
             return _Attempt(status="ok", changed=False, msg=change.msg, data=dict(change.data),
-                            warnings=tuple(change.warnings))
+                            warnings=tuple(change.warnings), planned="unchanged")
         assert isinstance(change, Change), f"plan() of {spec.name} returned {type(change).__name__}"
+        planned: dict[str, Any] = {"planned": "change", "summary": change.summary, "fingerprint": dict(change.fingerprint)}
         if self.options.check_mode:
             if spec.check_mode == "skip":
                 return _Attempt(
-                    status="skipped", changed=False, msg=f"check mode: would {change.summary}", diffs=change.diffs
+                    status="skipped", changed=False, msg=f"check mode: would {change.summary}", diffs=change.diffs,
+                    **planned,
                 )
             if spec.check_mode == "plan":
-                return _Attempt(status="changed", changed=True, msg=f"would {change.summary}", diffs=change.diffs)
+                return _Attempt(status="changed", changed=True, msg=f"would {change.summary}", diffs=change.diffs,
+                                **planned)
             result = spec.apply(ctx, args, change)
         else:
             run_ctx = TaskContext(**{**ctx.__dict__, "conn": conn})
             result = spec.apply(run_ctx, args, change)
-        return _from_result(result)
+        return _Attempt(**{**_from_result(result).__dict__, **planned})
 
 
 def _from_result(result: Result) -> _Attempt:

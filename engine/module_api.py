@@ -7,6 +7,7 @@ is already in the declared state; ``apply`` makes the change and returns a ``Res
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -16,7 +17,16 @@ from engine.errors import CommandFailed, TaskFailed
 if TYPE_CHECKING:
     from engine.connection.base import Connection
 
-__all__ = ["Change", "CommandFailed", "Diff", "Result", "TaskContext", "TaskFailed", "Unchanged"]
+__all__ = [
+    "Change",
+    "CommandFailed",
+    "Diff",
+    "Result",
+    "TaskContext",
+    "TaskFailed",
+    "Unchanged",
+    "content_digest",
+]
 
 
 @dataclass(frozen=True)
@@ -30,11 +40,23 @@ class Diff:
 
 @dataclass(frozen=True)
 class Change:
-    """What ``apply`` would do. ``payload`` carries what apply needs (pids, paths)."""
+    """What ``apply`` would do. ``payload`` carries what apply needs (pids, paths).
+
+    ``fingerprint`` names the host state the change was planned from, one entry per thing
+    (``file:/etc/x.json`` -> its sha256, ``process:4242`` -> its start time and command,
+    ``package:vllm`` -> a version). A saved plan is applied only while it still matches,
+    so include what would make the reviewed change wrong if it moved; never a secret.
+    """
 
     summary: str
     diffs: tuple[Diff, ...] = ()
     payload: Mapping[str, Any] = field(default_factory=dict)
+    fingerprint: Mapping[str, str] = field(default_factory=dict)
+
+
+def content_digest(data: bytes | None) -> str:
+    """A fingerprint value for file contents: ``sha256:HEX``, or ``absent``."""
+    return "absent" if data is None else "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 @dataclass(frozen=True)

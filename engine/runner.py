@@ -24,7 +24,7 @@ from engine.errors import (
     RiggerError,
     ValidationError,
 )
-from engine.executor import ExecOptions, Outcome, TaskRunner
+from engine.executor import ExecOptions, Outcome, PlannedStep, TaskRunner
 from engine.filters import to_bool
 from engine.hostlocks import HostLocks
 from engine.inventory import select_hosts
@@ -53,6 +53,7 @@ class RunOptions:
     forks: int = 10
     extra_vars: Mapping[str, Any] = field(default_factory=dict)
     verbosity: int = 0
+    before_apply: Callable[[PlannedStep], None] | None = None  # `rigger apply PLAN`'s gate
 
 
 @dataclass
@@ -343,7 +344,11 @@ class Runner:
                 host.name,
                 host.conn,
                 scope,
-                ExecOptions(check_mode=self.options.check_mode, verbosity=self.options.verbosity),
+                ExecOptions(
+                    check_mode=self.options.check_mode,
+                    verbosity=self.options.verbosity,
+                    before_apply=self.options.before_apply,
+                ),
                 lambda message: self.emit(Progress(host.name, task.display_name, message)),
             )
             outcome = runner.run()

@@ -87,6 +87,7 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     return Change(
         summary=f"remove {info['type']} {path} ({size} bytes)",
         payload={"size": size, "type": info["type"]},
+        fingerprint={f"path:{path}": f"{info['type']} size {size} mtime {info.get('mtime')}"},
     )
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.models import jsonpatch
-from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
+from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged, content_digest
 from engine.probes import ProbeError
 
 KV_CACHE_AUTO_EDITS: dict[str, tuple[str, ...]] = {
@@ -193,6 +193,7 @@ def _plan_patched(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchang
         summary=summary,
         diffs=tuple(Diff(p.path, p.before, p.after) for p in patches),
         payload={"op": "patch", "patches": patches},
+        fingerprint={f"file:{p.path}": content_digest(p.before.encode("utf-8")) for p in patches},
     )
 
 
@@ -202,16 +203,19 @@ def _plan_restored(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchan
     names = [n for n in named if n in answer["backed_up"]] if named else answer["backed_up"]
     if not names:
         return Unchanged(f"no {args['backup_suffix']} originals to restore", {"restored": []})
-    diffs = []
+    diffs, fingerprint = [], {}
     for name in names:
         path = posixpath.join(args["path"], name)
         current = ctx.conn.read_file(path) or b""
         original = ctx.conn.read_file(path + args["backup_suffix"]) or b""
         diffs.append(Diff(path, current.decode("utf-8", "replace"), original.decode("utf-8", "replace")))
+        fingerprint[f"file:{path}"] = content_digest(current)
+        fingerprint[f"file:{path}{args['backup_suffix']}"] = content_digest(original)
     return Change(
         summary="restore " + ", ".join(names),
         diffs=tuple(diffs),
         payload={"op": "restore", "names": names},
+        fingerprint=fingerprint,
     )
 
 

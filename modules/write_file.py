@@ -13,7 +13,7 @@ from typing import Any
 
 from engine import templating
 from engine.errors import TemplateError
-from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
+from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged, content_digest
 
 SCHEMA = {
     "type": "object",
@@ -87,6 +87,7 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         summary=f"{verb} {path}",
         diffs=tuple(diffs),
         payload={"data": wanted, "previous": current, "mode": wanted_mode},
+        fingerprint={f"file:{path}": content_digest(current) + (f" mode {info['mode']}" if current is not None else "")},
     )
 
 

@@ -43,6 +43,11 @@ class HostResult:
     ignored: bool = False
     no_log: bool = False
     location: str = ""
+    # What plan() said, for saved plans (engine/plans): "" (not reached), "unchanged" or
+    # "change", the change's summary and the fingerprint of the state it depends on.
+    planned: str = ""
+    summary: str = ""
+    fingerprint: Mapping[str, str] = field(default_factory=dict)
 
     def masked(self) -> HostResult:
         if not self.no_log:
@@ -61,6 +66,7 @@ class HostResult:
             ignored=self.ignored,
             no_log=True,
             location=self.location,
+            planned=self.planned,
         )
 
 
