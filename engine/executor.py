@@ -283,7 +283,11 @@ class TaskRunner:
             return _Attempt(status="ok", changed=False, msg=change.msg, data=dict(change.data),
                             warnings=tuple(change.warnings), planned="unchanged")
         assert isinstance(change, Change), f"plan() of {spec.name} returned {type(change).__name__}"
-        planned: dict[str, Any] = {"planned": "change", "summary": change.summary, "fingerprint": dict(change.fingerprint)}
+        planned: dict[str, Any] = {
+            "planned": "change",
+            "summary": change.summary,
+            "fingerprint": dict(change.fingerprint),
+        }
         if self.options.check_mode:
             if spec.check_mode == "skip":
                 return _Attempt(

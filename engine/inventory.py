@@ -17,7 +17,7 @@ from typing import Any
 
 from engine.errors import ValidationError
 from engine.model import Host, Inventory
-from engine.yamlload import LocatedDict, decode, line_of, load_file, load_text
+from engine.yamlload import LocatedDict, decode, line_of, load_file, load_text, read_recorded
 
 _RANGE = re.compile(r"\[(\d+):(\d+)\]")
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -197,7 +197,7 @@ def read_source(builder: _Builder, path: Path) -> None:
     name = str(path)
     if not path.is_file():
         raise ValidationError("inventory file not found", file=name)
-    text = decode(path.read_bytes(), name)
+    text = decode(read_recorded(path), name)
     if path.suffix in (".yml", ".yaml", ".json") or text.lstrip().startswith(("all:", "---")):
         data = load_text(text, name)
         if data is None:

@@ -8,6 +8,7 @@ Duplicate keys are errors, not silent overrides.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -172,10 +173,29 @@ def load_text(text: str, name: str) -> Any:
         raise ValidationError("nested too deeply", file=name) from None
 
 
+_READS: dict[str, bytes] = {}
+_READS_LOCK = threading.Lock()
+
+
+def read_recorded(path: str | Path) -> bytes:
+    """Read a playbook, inventory or vars file and remember it: a saved plan hashes every
+    file that went into it (engine/plans), includes and roles too."""
+    data = Path(path).read_bytes()
+    with _READS_LOCK:
+        _READS[str(Path(path).resolve())] = data
+    return data
+
+
+def files_read() -> dict[str, bytes]:
+    """Every file read through ``read_recorded`` in this process: resolved path -> bytes."""
+    with _READS_LOCK:
+        return dict(_READS)
+
+
 def load_file(path: str | Path) -> Any:
     name = str(path)
     try:
-        data = Path(path).read_bytes()
+        data = read_recorded(path)
     except FileNotFoundError:
         raise ValidationError("file not found", file=name) from None
     except IsADirectoryError:

@@ -87,7 +87,9 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         summary=f"{verb} {path}",
         diffs=tuple(diffs),
         payload={"data": wanted, "previous": current, "mode": wanted_mode},
-        fingerprint={f"file:{path}": content_digest(current) + (f" mode {info['mode']}" if current is not None else "")},
+        fingerprint={
+            f"file:{path}": content_digest(current) + (f" mode {info['mode']}" if current is not None else "")
+        },
     )
 
 
