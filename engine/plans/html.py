@@ -7,7 +7,7 @@ from html import escape
 from engine.module_api import Diff
 from engine.output.console import unified
 from engine.plans.planfile import HostPlan, Step
-from engine.plans.review import Group, Review, TaskReview, hosts_text
+from engine.plans.review import Group, Review, TaskReview, hosts_text, plural
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:75em;color:#1d2330;padding:0 1em}
@@ -87,6 +87,6 @@ def html(rev: Review) -> str:
         f'<h1>{escape(title)}</h1><p class="summary"><strong>{escape(rev.headline())}</strong></p>'
         f'<p class="meta">{escape(rev.made())}</p>'
         f'<h2>Changes, grouped across hosts</h2><div id="changes">{tasks}</div>'
-        f'<h2>Per host</h2><p class="meta">{rev.unchanged} hosts with nothing to change are not listed.</p>'
+        f'<h2>Per host</h2><p class="meta">{plural(rev.unchanged, "host")} with nothing to change: not listed.</p>'
         f'<div id="hosts">{hosts}</div></body></html>\n'
     )

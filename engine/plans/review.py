@@ -46,24 +46,24 @@ class Review:
 
     def headline(self) -> str:
         hosts = len(self.plan.hosts)
-        parts = [f"{_n(self.pending, 'change')} pending on {_n(len(self.with_changes), 'host')}"]
-        parts.append(f"{_n(self.unchanged, 'host')} with nothing to change")
+        parts = [f"{plural(self.pending, 'change')} pending on {plural(len(self.with_changes), 'host')}"]
+        parts.append(f"{plural(self.unchanged, 'host')} with nothing to change")
         if self.failed:
-            parts.append(f"{_n(len({h for h, _, _ in self.failed}), 'host')} failed while planning")
-        return f"{_n(hosts, 'host')}: " + ", ".join(parts)
+            parts.append(f"{plural(len({h for h, _, _ in self.failed}), 'host')} failed while planning")
+        return f"{plural(hosts, 'host')}: " + ", ".join(parts)
 
     def made(self) -> str:
         when = datetime.datetime.fromtimestamp(self.plan.created_at, datetime.UTC)
         return f"made {when:%Y-%m-%d %H:%M} UTC by rigger {self.plan.rigger_version}"
 
 
-def _n(count: int, noun: str) -> str:
+def plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def hosts_text(hosts: tuple[str, ...], shown: int = 6) -> str:
     names = ", ".join(hosts[:shown]) + (f", … (+{len(hosts) - shown})" if len(hosts) > shown else "")
-    return f"{_n(len(hosts), 'host')} ({names})"
+    return f"{plural(len(hosts), 'host')} ({names})"
 
 
 def _grouped(pairs: Iterable[tuple[str, str, tuple[str, ...]]]) -> tuple[Group, ...]:

@@ -56,7 +56,9 @@ class Decoys:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def start(self, name: str) -> int:
-        proc = subprocess.Popen(["bash", "-c", f"exec -a {name} sleep 600"], stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            ["bash", "-c", f"exec -a {name} sleep 600"], stdin=subprocess.DEVNULL, start_new_session=True
+        )
         self.procs.append(proc)
         return proc.pid
 
