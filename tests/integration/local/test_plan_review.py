@@ -18,11 +18,12 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import fakenvml
 import pytest
-from conftest import REPO, run_rigger, tree_digest
 
+REPO = Path(__file__).resolve().parents[3]
 FIXTURE = REPO / "tests" / "fixtures" / "kimi-k2.5-nvfp4"
 CHROMIUM = Path("/usr/bin/chromium")
 SEGMENTS = ("psm_0badc0de", "psm_5eed1e55", "sem.mp-leaked1")
@@ -50,12 +51,12 @@ def orphans() -> Iterator[list[int]]:
         proc.wait()
 
 
-def kimi_plan(tmp_path: Path, orphans: list[int]) -> Path:
+def kimi_plan(digest: Any, tmp_path: Path, orphans: list[int]) -> Path:
     fake = fakenvml.create(tmp_path / "nvml")
     fake.eight_gpus([fakenvml.holder(pid, n, 40_000) for n, pid in enumerate(orphans)])
     model = tmp_path / "Kimi-K2.5-NVFP4"
     shutil.copytree(FIXTURE, model)
-    before = tree_digest(model)
+    before = digest(model)
     out = tmp_path / "kimi.json"
     extra = json.dumps({"model_dir": str(model), "download_model": False, "serve_port": free_port()})
     plan = [sys.executable, "-m", "engine.cli", "plan", "playbooks/kimi_k25_nvfp4.yml", "-e", extra, "-o", str(out)]
@@ -73,22 +74,24 @@ def kimi_plan(tmp_path: Path, orphans: list[int]) -> Path:
         check=False,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert tree_digest(model) == before, "planning touched nothing"
+    assert digest(model) == before, "planning touched nothing"
     return out
 
 
-def review(plan: Path, fmt: str) -> str:
-    done = run_rigger("show", str(plan), "--format", fmt)
+def review(rigger: Any, plan: Path, fmt: str) -> str:
+    done = rigger("show", str(plan), "--format", fmt)
     assert done.rc == 0, done.stderr
     return str(done.stdout)
 
 
-def test_the_kimi_plan_shows_processes_segments_json_keys_and_argv(tmp_path: Path, orphans: list[int]) -> None:
-    plan = kimi_plan(tmp_path, orphans)
+def test_the_kimi_plan_shows_processes_segments_json_keys_and_argv(
+    rigger: Any, digest: Any, tmp_path: Path, orphans: list[int]
+) -> None:
+    plan = kimi_plan(digest, tmp_path, orphans)
     assert all(Path(f"/proc/{pid}").exists() for pid in orphans), "check mode signalled nothing"
     model = tmp_path / "Kimi-K2.5-NVFP4"
     for fmt in ("markdown", "html"):
-        text = review(plan, fmt)
+        text = review(rigger, plan, fmt)
         for pid in orphans:
             assert f"pid {pid} user root command &#x27;VLLM::" in text or f"pid {pid} user root command 'VLLM::" in text
         for segment in SEGMENTS:
@@ -97,10 +100,10 @@ def test_the_kimi_plan_shows_processes_segments_json_keys_and_argv(tmp_path: Pat
         assert f"{model}/hf_quant_config.json" in text and "- quantization.kv_cache_quant_algo" in text
         for flag in ("+ vllm", "+ serve", f"+ {model}", "+ --tensor-parallel-size 8", "+ --reasoning-parser kimi_k2"):
             assert flag in text, (fmt, flag)
-    assert len(review(plan, "markdown")) < 60_000, "fits a pull-request comment"
+    assert len(review(rigger, plan, "markdown")) < 60_000, "fits a pull-request comment"
 
 
-def three_host_plan(tmp_path: Path) -> Path:
+def three_host_plan(rigger: Any, tmp_path: Path) -> Path:
     shutil.copytree(FIXTURE, tmp_path / "model")
     (tmp_path / "app.conf").write_text("port=1\n")
     (tmp_path / "done.conf").write_text("port=2\n")
@@ -128,17 +131,17 @@ def three_host_plan(tmp_path: Path) -> Path:
         )
     )
     out = tmp_path / "plan.json"
-    done = run_rigger("plan", str(book), "-i", str(tmp_path / "hosts.yml"), "-o", str(out))
+    done = rigger("plan", str(book), "-i", str(tmp_path / "hosts.yml"), "-o", str(out))
     assert done.rc == 0, done.stdout + done.stderr
     return out
 
 
-def test_the_html_report_renders_in_a_real_browser(tmp_path: Path) -> None:
+def test_the_html_report_renders_in_a_real_browser(rigger: Any, tmp_path: Path) -> None:
     assert CHROMIUM.exists(), "Debian's chromium is missing: run scripts/ci/setup_browser.sh"
     from playwright.sync_api import sync_playwright
 
     report = tmp_path / "plan.html"
-    report.write_text(review(three_host_plan(tmp_path), "html"))
+    report.write_text(review(rigger, three_host_plan(rigger, tmp_path), "html"))
     problems: list[str] = []
     requested: list[str] = []
     with sync_playwright() as playwright:

@@ -26,8 +26,8 @@ from typing import Any
 
 import fakenvml
 import pytest
-from conftest import REPO, run_rigger, tree_digest
 
+REPO = Path(__file__).resolve().parents[3]
 FIXTURE = REPO / "tests" / "fixtures" / "kimi-k2.5-nvfp4"
 CHANGES_PENDING = 10
 OLD = time.time() - 3600
@@ -69,6 +69,14 @@ class Decoys:
             proc.wait()
 
 
+@pytest.fixture(autouse=True)
+def own_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A HOME of the test's own: rigger's run lock (~/.cache/rigger/run.lock) on localhost
+    is then not shared with other runs on this machine, which would make ours unreachable."""
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+
 @pytest.fixture
 def decoys() -> Iterator[Decoys]:
     spawned = Decoys()
@@ -85,16 +93,16 @@ def hold_gpus(fake: Any, pids: list[int]) -> None:
     fake.eight_gpus([fakenvml.holder(pid, n % 8, 40_000) for n, pid in enumerate(pids)])
 
 
-def plan(playbook: Path, out: Path, *args: str, env: dict[str, str] | None = None) -> Any:
-    return run_rigger("plan", str(playbook), "-o", str(out), *args, env=env)
+def plan(rigger: Any, playbook: Path, out: Path, *args: str, env: dict[str, str] | None = None) -> Any:
+    return rigger("plan", str(playbook), "-o", str(out), *args, env=env)
 
 
-def apply(plan_file: Path, *args: str, env: dict[str, str] | None = None) -> Any:
-    return run_rigger("apply", str(plan_file), *args, env=env)
+def apply(rigger: Any, plan_file: Path, *args: str, env: dict[str, str] | None = None) -> Any:
+    return rigger("apply", str(plan_file), *args, env=env)
 
 
-def show(plan_file: Path, fmt: str = "text") -> str:
-    done = run_rigger("show", str(plan_file), "--format", fmt)
+def show(rigger: Any, plan_file: Path, fmt: str = "text") -> str:
+    done = rigger("show", str(plan_file), "--format", fmt)
     assert done.rc == 0, done.stderr
     return str(done.stdout)
 
@@ -149,7 +157,9 @@ def full_playbook(root: Path) -> Path:
     )
 
 
-def test_plan_then_apply_changes_exactly_the_planned_things(tmp_path: Path, fake: Any, decoys: Decoys) -> None:
+def test_plan_then_apply_changes_exactly_the_planned_things(
+    rigger: Any, digest: Any, tmp_path: Path, fake: Any, decoys: Decoys
+) -> None:
     root = tmp_path / "host"
     root.mkdir()
     the_host(root)
@@ -157,21 +167,21 @@ def test_plan_then_apply_changes_exactly_the_planned_things(tmp_path: Path, fake
     bystander = decoys.start("bystander")
     hold_gpus(fake, holders)
     book = full_playbook(root)
-    before = tree_digest(root)
+    before = digest(root)
 
-    planned = plan(book, tmp_path / "plan.json", "--detailed-exitcode", env=fake.env())
+    planned = plan(rigger, book, tmp_path / "plan.json", "--detailed-exitcode", env=fake.env())
     assert planned.rc == CHANGES_PENDING, planned.stdout + planned.stderr
-    assert tree_digest(root) == before and all(alive(p) for p in holders), "plan changed nothing"
+    assert digest(root) == before and all(alive(p) for p in holders), "plan changed nothing"
     saved = json.loads((tmp_path / "plan.json").read_text())
     steps = {s["task"]: s for s in saved["hosts"][0]["steps"]}
     assert all(steps[t]["planned"] == "change" for t in steps), steps
     assert set(steps["GPUs idle"]["fingerprint"]) == {f"process:{p}" for p in holders}
     assert steps["GPUs idle"]["fingerprint"][f"process:{holders[0]}"].startswith(f"start_time {start_time(holders[0])}")
 
-    applied = apply(tmp_path / "plan.json", env=fake.env())
+    applied = apply(rigger, tmp_path / "plan.json", env=fake.env())
     assert applied.rc == 0, applied.stdout + applied.stderr
     assert "applied 5 reviewed changes" in applied.stdout
-    after = tree_digest(root)
+    after = digest(root)
     changed = {p for p in set(before) | set(after) if before.get(p) != after.get(p)}
     assert changed == {
         "app.conf",
@@ -186,9 +196,9 @@ def test_plan_then_apply_changes_exactly_the_planned_things(tmp_path: Path, fake
     }, changed
     assert not any(alive(p) for p in holders) and alive(bystander)
 
-    again = plan(book, tmp_path / "again.json", "--detailed-exitcode", env=fake.env())
+    again = plan(rigger, book, tmp_path / "again.json", "--detailed-exitcode", env=fake.env())
     assert again.rc == 0, "a converged host plans nothing: " + again.stdout
-    assert "Nothing to change." in show(tmp_path / "again.json")
+    assert "Nothing to change." in show(rigger, tmp_path / "again.json")
 
 
 # ---- drift between the review and the apply -------------------------------------------
@@ -226,14 +236,14 @@ def drift_host(tmp_path: Path) -> Path:
     return root
 
 
-def test_a_file_edited_since_the_plan_stops_the_host_naming_it(tmp_path: Path, drift_host: Path) -> None:
+def test_a_file_edited_since_the_plan_stops_the_host_naming_it(rigger: Any, tmp_path: Path, drift_host: Path) -> None:
     root = drift_host
-    assert plan(root / "site.yml", tmp_path / "plan.json").rc == 0
+    assert plan(rigger, root / "site.yml", tmp_path / "plan.json").rc == 0
     config = root / "model" / "config.json"
     edited = config.read_text().replace('"NVFP4"', '"NVFP4" ', 1)
     config.write_text(edited)
 
-    done = apply(tmp_path / "plan.json")
+    done = apply(rigger, tmp_path / "plan.json")
     assert done.rc == 2, done.stdout + done.stderr
     assert f"file:{config}: was sha256:" in done.stdout, done.stdout
     assert config.read_text() == edited, "the drifted file was not touched"
@@ -241,7 +251,9 @@ def test_a_file_edited_since_the_plan_stops_the_host_naming_it(tmp_path: Path, d
     assert (root / "app.conf").read_text() == "port=2\n", "the reviewed task before the drift was applied"
 
 
-def test_a_process_started_since_the_plan_is_never_signalled(tmp_path: Path, fake: Any, decoys: Decoys) -> None:
+def test_a_process_started_since_the_plan_is_never_signalled(
+    rigger: Any, tmp_path: Path, fake: Any, decoys: Decoys
+) -> None:
     book = write(
         tmp_path / "gpus.yml",
         """\
@@ -254,11 +266,11 @@ def test_a_process_started_since_the_plan_is_never_signalled(tmp_path: Path, fak
     )
     first = decoys.start("VLLM::EngineCore")
     hold_gpus(fake, [first])
-    assert plan(book, tmp_path / "plan.json", env=fake.env()).rc == 0
+    assert plan(rigger, book, tmp_path / "plan.json", env=fake.env()).rc == 0
     second = decoys.start("VLLM::Worker_TP1")
     hold_gpus(fake, [first, second])
 
-    done = apply(tmp_path / "plan.json", env=fake.env())
+    done = apply(rigger, tmp_path / "plan.json", env=fake.env())
     assert done.rc == 2, done.stdout + done.stderr
     assert f"process:{second}: new since the review" in done.stdout, done.stdout
     assert alive(first) and alive(second), "nothing outside the reviewed plan is signalled, nor inside it"
@@ -293,7 +305,7 @@ def pip_install(venv: Path, wheel: Path) -> None:
     )
 
 
-def test_a_package_upgraded_since_the_plan_stops_the_host(tmp_path: Path) -> None:
+def test_a_package_upgraded_since_the_plan_stops_the_host(rigger: Any, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
     pip_install(venv, fake_vllm_wheel(tmp_path, "0.0.1"))
@@ -315,51 +327,51 @@ def test_a_package_upgraded_since_the_plan_stops_the_host(tmp_path: Path) -> Non
                 state_dir: {state}
         """,
     )
-    planned = plan(book, tmp_path / "plan.json", "--output", "jsonl")
+    planned = plan(rigger, book, tmp_path / "plan.json", "--output", "jsonl")
     assert planned.rc == 0, planned.stdout + planned.stderr
     result = planned.results("vLLM serves")[0]
     assert result["fingerprint"]["package:vllm"] == "0.0.1", "--output jsonl carries the plan events"
     pip_install(venv, fake_vllm_wheel(tmp_path, "0.0.2"))
 
-    done = apply(tmp_path / "plan.json")
+    done = apply(rigger, tmp_path / "plan.json")
     assert done.rc == 2, done.stdout + done.stderr
     assert "package:vllm: was 0.0.1 at the review, now 0.0.2" in done.stdout, done.stdout
     assert not state.exists(), "nothing was launched"
 
 
 def test_an_edited_playbook_or_vars_file_or_other_extra_vars_refuse_the_whole_apply(
-    tmp_path: Path, drift_host: Path
+    rigger: Any, digest: Any, tmp_path: Path, drift_host: Path
 ) -> None:
     root = drift_host
-    before = tree_digest(root)
-    assert plan(root / "site.yml", tmp_path / "plan.json", "-e", "unused=1").rc == 0
+    before = digest(root)
+    assert plan(rigger, root / "site.yml", tmp_path / "plan.json", "-e", "unused=1").rc == 0
 
-    other_vars = apply(tmp_path / "plan.json", "-e", "unused=2")
+    other_vars = apply(rigger, tmp_path / "plan.json", "-e", "unused=2")
     assert other_vars.rc == 1 and "the extra vars (-e) differ" in other_vars.stderr, other_vars.stderr
 
     (root / "vars.yml").write_text("app_port: 3\n")
-    edited_vars = apply(tmp_path / "plan.json", "-e", "unused=1")
+    edited_vars = apply(rigger, tmp_path / "plan.json", "-e", "unused=1")
     assert edited_vars.rc == 1 and f"{root / 'vars.yml'}: edited since the plan" in edited_vars.stderr
 
     (root / "vars.yml").write_text("app_port: 2\n")
     with (root / "site.yml").open("a") as book:
         book.write("# reviewed? no\n")
-    edited_book = apply(tmp_path / "plan.json", "-e", "unused=1")
+    edited_book = apply(rigger, tmp_path / "plan.json", "-e", "unused=1")
     assert edited_book.rc == 1 and f"{root / 'site.yml'}: edited since the plan" in edited_book.stderr
     assert "Traceback" not in edited_book.stderr
-    changed = {p for p, d in tree_digest(root).items() if before.get(p) != d}
+    changed = {p for p, d in digest(root).items() if before.get(p) != d}
     assert changed == {"site.yml"}, "nothing applied"
 
 
-def test_an_old_plan_is_refused(tmp_path: Path, drift_host: Path) -> None:
-    assert plan(drift_host / "site.yml", tmp_path / "plan.json").rc == 0
+def test_an_old_plan_is_refused(rigger: Any, tmp_path: Path, drift_host: Path) -> None:
+    assert plan(rigger, drift_host / "site.yml", tmp_path / "plan.json").rc == 0
     saved = json.loads((tmp_path / "plan.json").read_text())
     saved["created_at"] -= 25 * 3600  # as if made yesterday
     (tmp_path / "plan.json").write_text(json.dumps(saved))
 
-    done = apply(tmp_path / "plan.json")
+    done = apply(rigger, tmp_path / "plan.json")
     assert done.rc == 1 and "older than --max-age 24 h" in done.stderr, done.stderr
-    assert apply(tmp_path / "plan.json", "--max-age", "2d").rc == 0
+    assert apply(rigger, tmp_path / "plan.json", "--max-age", "2d").rc == 0
 
 
 # ---- several hosts: stop one, or all ------------------------------------------------------
@@ -396,12 +408,12 @@ def two_hosts(tmp_path: Path) -> tuple[Path, Path]:
 
 
 @pytest.mark.parametrize("on_drift", ["host", "all"])
-def test_drift_on_one_host_stops_it_or_every_host(tmp_path: Path, on_drift: str) -> None:
+def test_drift_on_one_host_stops_it_or_every_host(rigger: Any, tmp_path: Path, on_drift: str) -> None:
     inventory, book = two_hosts(tmp_path)
-    assert plan(book, tmp_path / "plan.json", "-i", str(inventory), "--forks", "1").rc == 0
+    assert plan(rigger, book, tmp_path / "plan.json", "-i", str(inventory), "--forks", "1").rc == 0
     (tmp_path / "a" / "app.conf").write_text("port=9\n")
 
-    done = apply(tmp_path / "plan.json", "--on-drift", on_drift, "--forks", "1")
+    done = apply(rigger, tmp_path / "plan.json", "--on-drift", on_drift, "--forks", "1")
     assert done.rc == 2, done.stdout
     assert (tmp_path / "a" / "app.conf").read_text() == "port=9\n"
     other = (tmp_path / "b" / "app.conf").read_text()
@@ -413,7 +425,7 @@ def test_drift_on_one_host_stops_it_or_every_host(tmp_path: Path, on_drift: str)
 SECRETS = ("hunter2-db-pass", "tok-extra-5f3a9", "inv-become-pw-77", "nolog-literal-c0ffee")
 
 
-def test_no_secret_reaches_the_plan_file_or_its_review(tmp_path: Path) -> None:
+def test_no_secret_reaches_the_plan_file_or_its_review(rigger: Any, tmp_path: Path) -> None:
     inventory = write(
         tmp_path / "hosts.yml",
         f"""\
@@ -448,24 +460,24 @@ def test_no_secret_reaches_the_plan_file_or_its_review(tmp_path: Path) -> None:
         """,
     )
     extra = ("-e", f"api_token={SECRETS[1]}")
-    planned = plan(book, tmp_path / "plan.json", "-i", str(inventory), *extra, "--output", "jsonl")
+    planned = plan(rigger, book, tmp_path / "plan.json", "-i", str(inventory), *extra, "--output", "jsonl")
     assert planned.rc == 0, planned.stdout + planned.stderr
     texts = {
         "plan file": (tmp_path / "plan.json").read_text(),
-        **{fmt: show(tmp_path / "plan.json", fmt) for fmt in ("text", "markdown", "html")},
+        **{fmt: show(rigger, tmp_path / "plan.json", fmt) for fmt in ("text", "markdown", "html")},
     }
     for where, text in texts.items():
         leaked = [s for s in SECRETS if s in text]
         assert not leaked, f"{leaked} in the {where}"
     assert "password=<hidden: db_password>" in texts["plan file"]
 
-    done = apply(tmp_path / "plan.json", *extra)
+    done = apply(rigger, tmp_path / "plan.json", *extra)
     assert done.rc == 0, done.stdout + done.stderr
     assert (tmp_path / "db.conf").read_text() == f"password={SECRETS[0]}\ntoken={SECRETS[1]}\n"
     assert (tmp_path / "nolog.txt").read_text() == SECRETS[3]
 
 
-def test_a_no_log_step_that_changed_is_refused_without_saying_how(tmp_path: Path) -> None:
+def test_a_no_log_step_that_changed_is_refused_without_saying_how(rigger: Any, tmp_path: Path) -> None:
     book = write(
         tmp_path / "site.yml",
         f"""\
@@ -480,10 +492,10 @@ def test_a_no_log_step_that_changed_is_refused_without_saying_how(tmp_path: Path
         """,
     )
     (tmp_path / "token.txt").write_text("old-token-value")
-    assert plan(book, tmp_path / "plan.json").rc == 0
+    assert plan(rigger, book, tmp_path / "plan.json").rc == 0
     (tmp_path / "token.txt").write_text("other-token-value")
 
-    done = apply(tmp_path / "plan.json")
+    done = apply(rigger, tmp_path / "plan.json")
     assert done.rc == 2
     assert "details hidden: no_log" in done.stdout, done.stdout
     assert "token-value" not in done.stdout
@@ -493,20 +505,20 @@ def test_a_no_log_step_that_changed_is_refused_without_saying_how(tmp_path: Path
 # ---- drift detection for cron --------------------------------------------------------------
 
 
-def test_detailed_exitcode_converged_drifted_and_failed(tmp_path: Path, drift_host: Path) -> None:
+def test_detailed_exitcode_converged_drifted_and_failed(rigger: Any, tmp_path: Path, drift_host: Path) -> None:
     root = drift_host
     book = root / "site.yml"
-    assert run_rigger("run", str(book)).rc == 0
-    converged = plan(book, tmp_path / "p1.json", "--detailed-exitcode")
+    assert rigger("run", str(book)).rc == 0
+    converged = plan(rigger, book, tmp_path / "p1.json", "--detailed-exitcode")
     assert converged.rc == 0, converged.stdout
 
     (root / "app.conf").write_text("port=3\n")  # someone edits the host
-    drifted = plan(book, tmp_path / "p2.json", "--detailed-exitcode")
+    drifted = plan(rigger, book, tmp_path / "p2.json", "--detailed-exitcode")
     assert drifted.rc == CHANGES_PENDING, drifted.stdout
-    assert "app.conf" in show(tmp_path / "p2.json")
-    assert plan(book, tmp_path / "p3.json").rc == 0, "without the flag, pending changes exit 0"
+    assert "app.conf" in show(rigger, tmp_path / "p2.json")
+    assert plan(rigger, book, tmp_path / "p3.json").rc == 0, "without the flag, pending changes exit 0"
 
     shutil.rmtree(root / "model")
-    failed = plan(book, tmp_path / "p4.json", "--detailed-exitcode")
+    failed = plan(rigger, book, tmp_path / "p4.json", "--detailed-exitcode")
     assert failed.rc == 2, "a failed task wins over pending changes"
-    assert "FAILED while planning" in show(tmp_path / "p4.json")
+    assert "FAILED while planning" in show(rigger, tmp_path / "p4.json")

@@ -16,7 +16,9 @@ def _start(book: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "engine.cli", "run", str(book), *extra],
         env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -24,8 +26,7 @@ def test_second_run_on_a_locked_host_fails_fast_naming_the_holder(tmp_path, rigg
     started = tmp_path / "started"
     slow = tmp_path / "slow.yml"
     slow.write_text(
-        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
-        f"    - command: sh -c 'touch {started}; sleep 6'\n"
+        f"- hosts: localhost\n  gather_facts: false\n  tasks:\n    - command: sh -c 'touch {started}; sleep 6'\n"
     )
     quick = tmp_path / "quick.yml"
     quick.write_text(f"- hosts: localhost\n  gather_facts: false\n  tasks:\n    - command: touch {tmp_path}/quick\n")
@@ -54,8 +55,7 @@ def test_a_killed_run_leaves_no_lock_behind(tmp_path, rigger):
     started = tmp_path / "started"
     slow = tmp_path / "slow.yml"
     slow.write_text(
-        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
-        f"    - command: sh -c 'touch {started}; sleep 60'\n"
+        f"- hosts: localhost\n  gather_facts: false\n  tasks:\n    - command: sh -c 'touch {started}; sleep 60'\n"
     )
     first = _start(slow)
     deadline = time.monotonic() + 20
