@@ -131,6 +131,9 @@ def _run_options(request: Request, check_mode: bool, gate: ApplyGate | None = No
 
 def make_plan(request: Request, out: str, display: Sink) -> Plan:
     """Run the playbook in check mode and save what it would change to ``out``."""
+    folder = Path(out).resolve().parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise OptionsError(f"-o {out}: {folder} is not a writable directory")
     book, inventory = _loaded(request)
     salt = os.urandom(16)
     recorder = PlanRecorder(Masking(scrubber_for(book, inventory, request.extra_vars), salt))

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ValidationError
+from engine.errors import OptionsError, ValidationError
 
 FORMAT = "rigger-plan/1"
 
@@ -115,10 +115,13 @@ def save(plan: Plan, path: str) -> None:
     """Written whole or not at all (temp file + rename), readable by its owner only."""
     target = Path(path)
     temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(dumps(plan))
-    temp.replace(target)
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(dumps(plan))
+        temp.replace(target)
+    except OSError as exc:
+        raise OptionsError(f"-o {path}: cannot write the plan: {exc.strerror or exc}") from None
 
 
 def _steps(raw: list[dict[str, Any]]) -> tuple[Step, ...]:

@@ -97,6 +97,8 @@ def test_the_plan_file_round_trips_and_bad_files_say_why(tmp_path: Path) -> None
         planfile.load(str(tmp_path / "bad.json"))
     with pytest.raises(ValidationError, match="plan file not found"):
         planfile.load(str(tmp_path / "missing.json"))
+    with pytest.raises(OptionsError, match="cannot write the plan"):
+        planfile.save(plan, str(tmp_path / "no-such-dir" / "p.json"))
 
 
 def test_identical_changes_are_grouped_and_converged_hosts_counted() -> None:
