@@ -6,7 +6,7 @@ shell runs no rc files. Workloads, each task a `true` command, no fact gathering
   (b) 20 hosts x 10 tasks, forks 20: wall time
 Runs are interleaved round by round (drift hits every tool alike); medians are reported.
 ``rigger-exec`` is rigger without its persistent remote python (one SSH exec channel per
-command), to show what the agent buys.
+command), to show what the remote python buys.
 
     python bench/ssh_bench.py [--tasks 50] [--repeats 5] [--hosts 20] [--fleet-tasks 10]
                               [--tools rigger,rigger-exec,ansible,pyinfra]
@@ -32,11 +32,11 @@ from ssh.workloads import ansible_files, pyinfra_files, rigger_files
 FORKS = 20
 
 
-def _rigger_runner(fleet: Fleet, root: Path, agent: bool, run_lock: bool) -> Callable[[int, int], float]:
-    """rigger; ``agent=False`` is its exec-channel-per-command mode (ssh_remote_agent: false)."""
+def _rigger_runner(fleet: Fleet, root: Path, remote: bool, run_lock: bool) -> Callable[[int, int], float]:
+    """rigger; ``remote=False`` is its exec-channel-per-command mode (ssh_remote_python: false)."""
 
     def rigger(hosts: int, tasks: int) -> float:
-        book, inv = rigger_files(fleet, root, hosts, tasks, remote_agent=agent, run_lock=run_lock)
+        book, inv = rigger_files(fleet, root, hosts, tasks, remote_python=remote, run_lock=run_lock)
         argv = [*rigger_command(), "run", str(book), "-i", str(inv), "--forks", str(FORKS)]
         return timed(argv, {"PYTHONPATH": str(REPO)})
 
@@ -48,9 +48,9 @@ def tool_runners(
 ) -> dict[str, Callable[[int, int], float]]:
     """tool -> run(hosts, tasks) returning wall seconds (and failing loudly on errors)."""
     runners: dict[str, Callable[[int, int], float]] = {}
-    for variant, agent in (("rigger", True), ("rigger-exec", False)):
+    for variant, remote in (("rigger", True), ("rigger-exec", False)):
         if variant in tools:
-            runners[variant] = _rigger_runner(fleet, root, agent, run_lock)
+            runners[variant] = _rigger_runner(fleet, root, remote, run_lock)
     if "ansible" in tools:
         ansible_bin = tool_venv("ansible")
         env = {

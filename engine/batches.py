@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from engine.model import Play
+from engine.playbook import Play
 
 
 class _HostState(Protocol):
@@ -40,8 +40,7 @@ class Limits:
             pct = failed * 100.0 / self.batch_size
             limit = self.play.max_fail_percentage
             return (
-                f"max_fail_percentage {limit:g}% exceeded "
-                f"({failed}/{self.batch_size} = {pct:.0f}%), stopping the play"
+                f"max_fail_percentage {limit:g}% exceeded ({failed}/{self.batch_size} = {pct:.0f}%), stopping the play"
             )
         return "every host in the batch failed, stopping the play"
 

@@ -20,6 +20,7 @@ from engine.output.console import ConsoleSink
 from engine.output.events import Sink
 from engine.output.jsonl import JsonlSink
 from engine.plans import commands as plan_commands
+from engine.playbook import all_tasks
 from engine.runner import Runner, RunOptions
 
 
@@ -185,22 +186,8 @@ def validate(playbook: str, inventories: tuple[str, ...], extra: tuple[str, ...]
     book = load_playbook(playbook)
     inventory = load_inventory(inventories)
     static_check.check(book, inventory, parse_all(extra))
-    tasks = sum(1 for _ in _walk(book))
+    tasks = sum(1 for _ in all_tasks(book))
     click.echo(f"{playbook}: valid ({len(book.plays)} plays, {tasks} tasks, {len(inventory.hosts)} hosts in inventory)")
-
-
-def _walk(book: Any) -> Any:
-    from engine.model import Block
-
-    def steps(items: Any) -> Any:
-        for step in items:
-            if isinstance(step, Block):
-                yield from steps(step.block + step.rescue + step.always)
-            else:
-                yield step
-
-    for play in book.plays:
-        yield from steps(play.tasks + play.handlers)
 
 
 @cli.command()

@@ -43,7 +43,11 @@ def render_text(spec: ModuleSpec) -> str:
     body = spec.doc.split("\n", 1)[1].strip() if "\n" in spec.doc else ""
     if body:
         lines += [body, ""]
-    check = {"plan": "predicts its changes (plan)", "skip": "skipped (cannot predict)", "run": "runs (touches nothing)"}
+    check = {
+        "plan": "predicts its changes (plan)",
+        "skip": "skipped (cannot predict)",
+        "read-only": "runs (read-only: touches nothing)",
+    }
     lines.append(f"check mode: {check[spec.check_mode]}")
     if spec.free_form:
         lines.append(f"free form: a string argument is taken as '{spec.free_form}'")

@@ -75,9 +75,3 @@ class WriteRefused(RiggerError):
     """A module tried to change a host while only planning (check mode or plan())."""
 
     exit_code = EXIT_UNEXPECTED
-
-
-class Interrupted(RiggerError):
-    """The run was interrupted (Ctrl-C)."""
-
-    exit_code = EXIT_INTERRUPTED

@@ -5,16 +5,17 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine import registry, templating
 from engine.connection.base import Connection, ScopedConnection, TaskScope
 from engine.errors import HostUnreachable, TaskFailed, TemplateError
 from engine.filters import to_bool
-from engine.model import Task
 from engine.module_api import Change, Result, TaskContext, Unchanged
-from engine.output.events import HostResult
+from engine.output.events import HostResult, Status
+from engine.playbook import Task
+from engine.probes import ProbeError
 
 
 @dataclass(frozen=True)
@@ -43,42 +44,40 @@ class Outcome:
     """What one task did on one host, after loops and conditions."""
 
     results: tuple[HostResult, ...]
-    status: str
+    status: Status
     registered: Mapping[str, Any]
     set_vars: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
-        return self.status == "changed"
+        return self.status == Status.CHANGED
 
 
 def _registered(result: HostResult) -> dict[str, Any]:
     return {
         **dict(result.data),
         "changed": result.changed,
-        "failed": result.status == "failed",
-        "skipped": result.status == "skipped",
-        "unreachable": result.status == "unreachable",
+        "failed": result.status == Status.FAILED,
+        "skipped": result.status == Status.SKIPPED,
+        "unreachable": result.status == Status.UNREACHABLE,
         "msg": result.msg,
     }
 
 
 @dataclass(frozen=True)
-class _Attempt:
-    status: str
-    changed: bool
-    msg: str = ""
-    diffs: tuple[Any, ...] = ()
-    data: Mapping[str, Any] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()
-    set_vars: Mapping[str, Any] = field(default_factory=dict)
+class _Attempt(Result):
+    """A module's Result (or the engine's verdict) with the task status it leads to.
+
+    ``planned`` / ``summary`` / ``fingerprint``: what plan() said, for saved plans."""
+
+    status: Status = Status.OK
     planned: str = ""
     summary: str = ""
     fingerprint: Mapping[str, str] = field(default_factory=dict)
 
 
 def _failed(msg: str, data: Mapping[str, Any] | None = None) -> _Attempt:
-    return _Attempt(status="failed", changed=False, msg=msg, data=dict(data or {}))
+    return _Attempt(status=Status.FAILED, changed=False, msg=msg, data=dict(data or {}))
 
 
 class TaskRunner:
@@ -120,7 +119,7 @@ class TaskRunner:
 
     def _whole_failure(self, msg: str) -> Outcome:
         result = self._event(_failed(msg), None, 0.0)
-        return Outcome((result,), "failed", _registered(result))
+        return Outcome((result,), Status.FAILED, _registered(result))
 
     def _event(self, attempt: _Attempt, item: Any, duration_s: float, ignored: bool = False) -> HostResult:
         return HostResult(
@@ -145,7 +144,7 @@ class TaskRunner:
     def _one(self, scope: templating.Scope, item: Any) -> tuple[HostResult, Mapping[str, Any]]:
         started = time.monotonic()
         attempt = self._conditioned(scope)
-        ignored = attempt.status == "failed" and self._ignore_errors(scope)
+        ignored = attempt.status == Status.FAILED and self._ignore_errors(scope)
         return self._event(attempt, item, time.monotonic() - started, ignored), attempt.set_vars
 
     def _ignore_errors(self, scope: templating.Scope) -> bool:
@@ -160,14 +159,14 @@ class TaskRunner:
     def _conditioned(self, scope: templating.Scope) -> _Attempt:
         try:
             if not templating.all_true(self.task.options.when, scope):
-                return _Attempt(status="skipped", changed=False, msg="condition was false")
+                return _Attempt(status=Status.SKIPPED, changed=False, msg="condition was false")
         except TemplateError as exc:
             return _failed(f"task '{self.task.display_name}' ({self.task.location}): when: {exc}")
         attempts = self.task.retries + 1 if self.task.until else 1
         attempt = _failed("no attempt made")
         for number in range(1, attempts + 1):
             attempt = self._judged(self._attempt(scope), scope)
-            if not self.task.until or attempt.status in ("unreachable", "skipped"):
+            if not self.task.until or attempt.status in (Status.UNREACHABLE, Status.SKIPPED):
                 return attempt
             if self._holds(self.task.until, attempt, scope):
                 return attempt
@@ -177,7 +176,7 @@ class TaskRunner:
         return _Attempt(
             **{
                 **attempt.__dict__,
-                "status": "failed",
+                "status": Status.FAILED,
                 "msg": f"until not met after {attempts} attempts: {attempt.msg}".rstrip(": "),
             }
         )
@@ -186,36 +185,36 @@ class TaskRunner:
         registered = {
             **dict(attempt.data),
             "changed": attempt.changed,
-            "failed": attempt.status == "failed",
+            "failed": attempt.status == Status.FAILED,
             "msg": attempt.msg,
-            "skipped": attempt.status == "skipped",
+            "skipped": attempt.status == Status.SKIPPED,
         }
         view = scope.child({self.task.register: registered} if self.task.register else {})
         return templating.all_true(conditions, view.child(registered))
 
     def _judged(self, attempt: _Attempt, scope: templating.Scope) -> _Attempt:
         """Apply changed_when / failed_when to a finished attempt."""
-        if attempt.status in ("unreachable", "skipped"):
+        if attempt.status in (Status.UNREACHABLE, Status.SKIPPED):
             return attempt
         try:
             changed = attempt.changed
             if self.task.changed_when:
                 changed = self._holds(self.task.changed_when, attempt, scope)
-            status = "changed" if changed else "ok"
-            if attempt.status == "failed" and not self.task.failed_when:
+            status = Status.CHANGED if changed else Status.OK
+            if attempt.status == Status.FAILED and not self.task.failed_when:
                 return attempt
             if self.task.failed_when:
                 if self._holds(self.task.failed_when, attempt, scope):
                     return _Attempt(
                         **{
                             **attempt.__dict__,
-                            "status": "failed",
+                            "status": Status.FAILED,
                             "changed": changed,
                             "msg": attempt.msg or "failed_when condition was true",
                         }
                     )
-                if attempt.status == "failed":
-                    status = "changed" if changed else "ok"
+                if attempt.status == Status.FAILED:
+                    status = Status.CHANGED if changed else Status.OK
             return _Attempt(**{**attempt.__dict__, "status": status, "changed": changed})
         except TemplateError as exc:
             return _failed(f"task '{self.task.display_name}': {exc}")
@@ -259,9 +258,11 @@ class TaskRunner:
         try:
             return self._plan_apply(spec, ctx, conn, args)
         except HostUnreachable as exc:
-            return _Attempt(status="unreachable", changed=False, msg=str(exc))
+            return _Attempt(status=Status.UNREACHABLE, changed=False, msg=str(exc))
         except TaskFailed as exc:
             return _failed(exc.msg, exc.data)
+        except (ProbeError, OSError) as exc:  # failed on the host (permission, missing tool): not a bug
+            return _failed(f"{task.module} on {self.host}: {exc}")
         except Exception as exc:  # a bug in a module: one line, traceback with -v
             detail = traceback.format_exc() if self.options.verbosity else ""
             return _failed(
@@ -273,16 +274,24 @@ class TaskRunner:
     ) -> _Attempt:
         change = spec.plan(ctx, args)
         if self.options.before_apply is not None and not self.options.check_mode:
-            self.options.before_apply(
-                PlannedStep(self.host, str(self.task.location), spec.name, spec.check_mode,
-                            bool(self.task.options.no_log), change)
+            step = PlannedStep(
+                self.host, str(self.task.location), spec.name, spec.check_mode, bool(self.task.options.no_log), change
             )
-        if change is None or isinstance(change, Unchanged):
-            if change is None:
-                return _Attempt(status="ok", changed=False, planned="unchanged")
-            return _Attempt(status="ok", changed=False, msg=change.msg, data=dict(change.data),
-                            warnings=tuple(change.warnings), planned="unchanged")
+            self.options.before_apply(step)
+        if change is None:
+            return _Attempt(status=Status.OK, changed=False, planned="unchanged")
+        if isinstance(change, Unchanged):
+            return _Attempt(
+                status=Status.OK,
+                changed=False,
+                msg=change.msg,
+                data=dict(change.data),
+                warnings=tuple(change.warnings),
+                set_vars=dict(change.set_vars),
+                planned="unchanged",
+            )
         assert isinstance(change, Change), f"plan() of {spec.name} returned {type(change).__name__}"
+        assert spec.apply is not None, f"plan() of the read-only module {spec.name} returned a Change"
         planned: dict[str, Any] = {
             "planned": "change",
             "summary": change.summary,
@@ -291,21 +300,22 @@ class TaskRunner:
         if self.options.check_mode:
             if spec.check_mode == "skip":
                 return _Attempt(
-                    status="skipped", changed=False, msg=f"check mode: would {change.summary}", diffs=change.diffs,
+                    status=Status.SKIPPED,
+                    changed=False,
+                    msg=f"check mode: would {change.summary}",
+                    diffs=change.diffs,
                     **planned,
                 )
-            if spec.check_mode == "plan":
-                return _Attempt(status="changed", changed=True, msg=f"would {change.summary}", diffs=change.diffs,
-                                **planned)
-            result = spec.apply(ctx, args, change)
-        else:
-            run_ctx = TaskContext(**{**ctx.__dict__, "conn": conn})
-            result = spec.apply(run_ctx, args, change)
-        return _Attempt(**{**_from_result(result).__dict__, **planned})
+            return _Attempt(
+                status=Status.CHANGED, changed=True, msg=f"would {change.summary}", diffs=change.diffs, **planned
+            )
+        run_ctx = TaskContext(**{**ctx.__dict__, "conn": conn})
+        result = spec.apply(run_ctx, args, change)
+        return replace(_from_result(result), **planned)
 
 
 def _from_result(result: Result) -> _Attempt:
-    status = "failed" if result.failed else "changed" if result.changed else "ok"
+    status = Status.FAILED if result.failed else Status.CHANGED if result.changed else Status.OK
     return _Attempt(
         status=status,
         changed=result.changed,
@@ -327,21 +337,21 @@ def _args_problem(spec: registry.ModuleSpec, args: Any) -> str | None:
     return f"invalid argument {path}: {error.message}"
 
 
-def _loop_status(results: list[HostResult]) -> str:
+def _loop_status(results: list[HostResult]) -> Status:
     statuses = {r.status for r in results if not r.ignored}
-    for status in ("unreachable", "failed", "changed", "ok"):
+    for status in (Status.UNREACHABLE, Status.FAILED, Status.CHANGED, Status.OK):
         if status in statuses:
             return status
     if any(r.ignored for r in results):
-        return "failed"
-    return "skipped"
+        return Status.FAILED
+    return Status.SKIPPED
 
 
 def _loop_registered(results: list[HostResult]) -> dict[str, Any]:
     return {
         "results": [{**_registered(r), "item": r.item} for r in results],
         "changed": any(r.changed for r in results),
-        "failed": any(r.status == "failed" and not r.ignored for r in results),
-        "skipped": all(r.status == "skipped" for r in results) if results else True,
-        "msg": "; ".join(r.msg for r in results if r.status == "failed"),
+        "failed": any(r.status == Status.FAILED and not r.ignored for r in results),
+        "skipped": all(r.status == Status.SKIPPED for r in results) if results else True,
+        "msg": "; ".join(r.msg for r in results if r.status == Status.FAILED),
     }

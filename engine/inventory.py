@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ValidationError
-from engine.model import Host, Inventory
+from engine.playbook import Host, Inventory
 from engine.yamlload import LocatedDict, decode, line_of, load_file, load_text, read_recorded
 
 _RANGE = re.compile(r"\[(\d+):(\d+)\]")

@@ -12,7 +12,7 @@ import jsonschema
 
 from engine import registry, templating
 from engine.errors import TemplateError, ValidationError
-from engine.model import Block, Location, Play, Playbook, Step, Task, TaskOptions
+from engine.playbook import Block, Location, Play, Playbook, Step, Task, TaskOptions
 from engine.yamlload import LocatedDict, LocatedList, line_of, load_file
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"

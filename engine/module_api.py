@@ -1,8 +1,25 @@
-"""The contract between the engine and a task module (see the architecture page).
+"""The contract between the engine and a task module, and everything a module may import.
 
-A module is a file in ``modules/`` defining ``SCHEMA``, ``plan(ctx, args)`` and
-``apply(ctx, args, change)``. ``plan`` is read-only and returns ``None`` when the host
-is already in the declared state; ``apply`` makes the change and returns a ``Result``.
+A module is a file in a room (``modules/<room>/``, listed in the room's ``MODULES``)
+defining a docstring, ``SCHEMA`` (JSON Schema; every argument has a ``description``),
+``plan(ctx, args)`` and, unless it is read-only, ``apply(ctx, args, change)``.
+
+- ``args`` arrive validated, with the schema's defaults filled in: index them
+  (``args["port"]``); never repeat a default in code.
+- ``plan`` only reads (``ctx.conn`` refuses writes, commands not marked ``read_only`` and
+  mutating probes while planning). It returns ``None`` or ``Unchanged`` when the host is
+  already in the declared state, else a ``Change``; ``apply`` makes that change and
+  returns a ``Result``.
+- A read-only module (checks, messages, variables) has no ``apply``: ``plan`` does the
+  whole job and returns ``Unchanged`` (its ``msg``, ``data``, ``warnings``, ``set_vars``),
+  or raises ``TaskFailed``. It therefore runs the same in check mode.
+- ``CHECK_MODE = "skip"`` marks a module whose plan cannot tell what apply would do
+  (``command``): in check mode its task is skipped.
+- A failure on the host is ``TaskFailed`` (or ``ProbeError``, ``CommandFailed``, an
+  ``OSError``): the engine reports it as the task's failure, naming the host. Anything
+  else escaping a module is reported as a bug in rigger.
+
+Modules import from this file only (and from their own room).
 """
 
 from __future__ import annotations
@@ -10,22 +27,33 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from engine.errors import CommandFailed, TaskFailed
-
-if TYPE_CHECKING:
-    from engine.connection.base import Connection
+from engine.connection.base import CommandResult, ScopedConnection
+from engine.errors import CommandFailed, TaskFailed, TemplateError, WriteRefused
+from engine.facts import FactSource
+from engine.keypaths import keypath_diff
+from engine.probes import ProbeError
 
 __all__ = [
     "Change",
     "CommandFailed",
+    "CommandResult",
     "Diff",
+    "FactSource",
+    "ProbeError",
     "Result",
+    "ScopedConnection",
     "TaskContext",
     "TaskFailed",
+    "TemplateError",
     "Unchanged",
+    "WriteRefused",
     "content_digest",
+    "evaluate",
+    "keypath_diff",
+    "render",
+    "to_bool",
 ]
 
 
@@ -64,12 +92,14 @@ class Unchanged:
     """``plan`` may return this instead of ``None`` to explain why nothing is to do.
 
     ``msg`` is shown on the ``ok`` line ("8 GPUs idle: 0 processes, max 3 MiB used");
-    ``data`` is registered like a Result's data.
+    ``data`` is registered like a Result's data; ``set_vars`` are host variables a
+    read-only module defines (``set_fact``).
     """
 
     msg: str = ""
     data: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    set_vars: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -104,9 +134,34 @@ class TaskContext:
     """
 
     host_name: str
-    conn: Connection
+    conn: ScopedConnection
     facts: Mapping[str, Any]
     vars: Mapping[str, Any]
     task_name: str = ""
     timeout_s: float | None = None
     progress: ProgressFn = _no_progress
+
+
+# Templating helpers, imported on use: a module's own code must load without jinja2 (the
+# GPU room's tests run it under a bare system python as another user).
+
+
+def render(value: Any, variables: Mapping[str, Any]) -> Any:
+    """Render templates in ``value`` (strings, lists, mappings) with these variables."""
+    from engine import templating
+
+    return templating.render(value, variables)
+
+
+def evaluate(expression: Any, variables: Mapping[str, Any]) -> Any:
+    """The value of a Jinja expression without braces (``when:``-style)."""
+    from engine import templating
+
+    return templating.evaluate(expression, variables)
+
+
+def to_bool(value: Any) -> bool:
+    """Ansible's truthiness of a value ("yes", "on", 1, ...)."""
+    from engine.filters import to_bool as convert
+
+    return convert(value)

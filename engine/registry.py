@@ -1,4 +1,10 @@
-"""Finds task modules in ``modules/`` by file name and checks each one's SCHEMA once."""
+"""Finds task modules in the rooms under ``modules/`` and checks each one's SCHEMA once.
+
+A room is a package ``modules/<room>/`` whose ``__init__.py`` lists its task modules in
+``MODULES`` (the names users write in playbooks, unique across rooms) and may contribute
+host facts through ``FACTS`` (an ``engine.facts.FactSource``). Listing the rooms imports
+only those small ``__init__`` files; a module's own code is imported when a task uses it.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +14,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import jsonschema
 
 from engine.errors import RiggerError
 
-MODULE_DIR = Path(__file__).resolve().parent.parent / "modules"
-CHECK_MODES = ("plan", "skip", "run")
+ROOMS_DIR = Path(__file__).resolve().parent.parent / "modules"
+CHECK_MODES = ("plan", "skip")  # a read-only module (no apply) runs the same in check mode
 
 
 class ModuleDefinitionError(RiggerError):
@@ -30,8 +37,8 @@ class ModuleSpec:
     schema: Mapping[str, Any]
     validator: Any
     plan: Callable[..., Any]
-    apply: Callable[..., Any]
-    check_mode: str
+    apply: Callable[..., Any] | None  # None: read-only, plan() does the whole job
+    check_mode: str  # plan | skip | read-only
     free_form: str | None
 
     def coerced(self, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -69,8 +76,28 @@ def coerce_scalar(text: str, kind: str) -> Any:
 
 
 @cache
+def rooms() -> tuple[ModuleType, ...]:
+    """Every room's package (its ``__init__`` only), in name order."""
+    inits = sorted(ROOMS_DIR.glob("*/__init__.py"))
+    return tuple(importlib.import_module(f"modules.{init.parent.name}") for init in inits)
+
+
+@cache
+def _room_of() -> dict[str, str]:
+    """Module name -> the room that holds it."""
+    found: dict[str, str] = {}
+    for room in rooms():
+        room_name = room.__name__.rpartition(".")[2]
+        for name in room.MODULES:
+            if name in found:
+                raise ModuleDefinitionError(f"module {name} is listed by rooms {found[name]} and {room_name}")
+            found[name] = room_name
+    return found
+
+
+@cache
 def module_names() -> tuple[str, ...]:
-    return tuple(sorted(p.stem for p in MODULE_DIR.glob("*.py") if not p.stem.startswith("_")))
+    return tuple(sorted(_room_of()))
 
 
 def suggest(name: str, candidates: tuple[str, ...] | list[str]) -> str:
@@ -82,12 +109,12 @@ def suggest(name: str, candidates: tuple[str, ...] | list[str]) -> str:
 def get(name: str) -> ModuleSpec:
     if name not in module_names():
         raise KeyError(name)
-    module = importlib.import_module(f"modules.{name}")
+    module = importlib.import_module(f"modules.{_room_of()[name]}.{name}")
     return _spec_of(name, module)
 
 
 def _spec_of(name: str, module: Any) -> ModuleSpec:
-    missing = [attr for attr in ("SCHEMA", "plan", "apply") if not hasattr(module, attr)]
+    missing = [attr for attr in ("SCHEMA", "plan") if not hasattr(module, attr)]
     if missing or not module.__doc__:
         raise ModuleDefinitionError(f"module {name} lacks {', '.join(missing) or 'a docstring'}")
     schema = module.SCHEMA
@@ -98,6 +125,9 @@ def _spec_of(name: str, module: Any) -> ModuleSpec:
     check_mode = getattr(module, "CHECK_MODE", "plan")
     if check_mode not in CHECK_MODES:
         raise ModuleDefinitionError(f"module {name}: CHECK_MODE must be one of {CHECK_MODES}")
+    apply = getattr(module, "apply", None)
+    if apply is None:
+        check_mode = "read-only"
     doc = module.__doc__.strip()
     return ModuleSpec(
         name=name,
@@ -106,7 +136,7 @@ def _spec_of(name: str, module: Any) -> ModuleSpec:
         schema=schema,
         validator=jsonschema.Draft202012Validator(schema),
         plan=module.plan,
-        apply=module.apply,
+        apply=apply,
         check_mode=check_mode,
         free_form=getattr(module, "FREE_FORM", None),
     )

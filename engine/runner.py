@@ -26,9 +26,7 @@ from engine.errors import (
 )
 from engine.executor import ExecOptions, Outcome, PlannedStep, TaskRunner
 from engine.filters import to_bool
-from engine.hostlocks import HostLocks
 from engine.inventory import select_hosts
-from engine.model import Block, Inventory, Play, Playbook, Step, Task
 from engine.output.events import (
     COUNTERS,
     Event,
@@ -37,9 +35,12 @@ from engine.output.events import (
     PlayStarted,
     Progress,
     Recap,
+    Status,
     TaskFinished,
     TaskStarted,
 )
+from engine.playbook import Block, Inventory, Play, Playbook, Step, Task, host_magic
+from engine.runlock.hostlocks import HostLocks
 from engine.yamlload import load_file
 
 
@@ -119,7 +120,7 @@ class Runner:
             host_vars = {**self.inventory.hosts[host.name].vars, **self.options.extra_vars}
             warning = self._locks.take(host.name, host_vars, host.conn, self.owner)
         except HostUnreachable as exc:
-            return HostResult(host.name, "Acquiring the run lock", "unreachable", False, msg=str(exc))
+            return HostResult(host.name, "Acquiring the run lock", Status.UNREACHABLE, False, msg=str(exc))
         if warning:
             self.emit(Notice("warning", warning, host.name))
         return None
@@ -202,18 +203,12 @@ class Runner:
 
     def _host_run(self, name: str, play_vars: Mapping[str, Any]) -> HostRun:
         host = self.inventory.hosts[name]
-        magic = {
-            "inventory_hostname": name,
-            "group_names": list(host.groups),
-            "groups": {g: list(m) for g, m in self.inventory.groups.items()},
-            "ansible_check_mode": self.options.check_mode,
-            "ansible_diff_mode": self.options.diff,
-        }
+        magic = host_magic(host, self.inventory, self.options.check_mode, self.options.diff)
         return HostRun(
             name=name,
             inventory_vars={**host.vars, **magic, **play_vars},
             conn=self.connection(name),
-            data={"facts": {"gpus": [], "gpu_count": 0, "gpu_backend": "none"}},
+            data={"facts": facts_mod.defaults()},
         )
 
     def _batch(self, play: Play, hosts: list[HostRun]) -> bool:
@@ -246,11 +241,11 @@ class Runner:
             started = time.monotonic()
             try:
                 host.data["facts"] = facts_mod.gather(host.conn)
-                return HostResult(host.name, "Gathering Facts", "ok", False, duration_s=time.monotonic() - started)
+                return HostResult(host.name, "Gathering Facts", Status.OK, False, duration_s=time.monotonic() - started)
             except HostUnreachable as exc:
-                return HostResult(host.name, "Gathering Facts", "unreachable", False, msg=str(exc))
+                return HostResult(host.name, "Gathering Facts", Status.UNREACHABLE, False, msg=str(exc))
             except RiggerError as exc:
-                return HostResult(host.name, "Gathering Facts", "failed", False, msg=str(exc))
+                return HostResult(host.name, "Gathering Facts", Status.FAILED, False, msg=str(exc))
 
         for host, result in zip(hosts, self._parallel(gather, hosts), strict=True):
             self._record(host, result, "Gathering Facts")
@@ -281,7 +276,7 @@ class Runner:
         if result.status == "changed":
             stats["changed"] += 1
             stats["ok"] += 1
-        elif result.status in ("ok", "skipped", "failed", "unreachable"):
+        elif result.status in (Status.OK, Status.SKIPPED, Status.FAILED, Status.UNREACHABLE):
             stats[result.status] += 1
         if result.status == "failed":
             host.failed = True

@@ -16,35 +16,8 @@ from jinja2 import meta, nodes
 
 from engine import registry, templating
 from engine.errors import ValidationError
-from engine.model import Block, Inventory, Play, Playbook, Step, Task
+from engine.playbook import MAGIC_VARIABLES, Inventory, Play, Playbook, Task, all_tasks, play_tasks
 from engine.yamlload import load_file
-
-MAGIC = frozenset(
-    {
-        "inventory_hostname",
-        "group_names",
-        "groups",
-        "ansible_check_mode",
-        "ansible_diff_mode",
-        "playbook_dir",
-        "facts",
-        "hostvars",
-        "omit",
-    }
-)
-
-
-def _tasks(steps: tuple[Step, ...]) -> Iterator[Task]:
-    for step in steps:
-        if isinstance(step, Block):
-            yield from _tasks(step.block + step.rescue + step.always)
-        else:
-            yield step
-
-
-def _all_tasks(book: Playbook) -> Iterator[Task]:
-    for play in book.plays:
-        yield from _tasks(play.tasks + play.handlers)
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -82,14 +55,14 @@ def names_read(source: str, condition: bool = False) -> set[str]:
 
 
 def defined_names(book: Playbook, play: Play, inventory: Inventory, extra: Mapping[str, Any]) -> set[str]:
-    names = set(MAGIC) | set(extra) | set(play.vars) | set(templating.environment().globals)
+    names = set(MAGIC_VARIABLES) | set(extra) | set(play.vars) | set(templating.environment().globals)
     for host in inventory.hosts.values():
         names |= set(host.vars)
     for path in play.vars_files:
         data = load_file(path)
         if isinstance(data, Mapping):
             names |= set(data)
-    for task in _all_tasks(book):
+    for task in all_tasks(book):
         if task.register:
             names.add(task.register)
         if task.module == "set_fact" and isinstance(task.args, Mapping):
@@ -115,7 +88,7 @@ def check(book: Playbook, inventory: Inventory, extra: Mapping[str, Any]) -> Non
         known = defined_names(book, play, inventory, extra)
         for name, value in play.vars.items():
             _check_text_set(_strings(value), known, play.location.file, play.location.line, f"play variable '{name}'")
-        for task in _tasks(play.tasks + play.handlers):
+        for task in play_tasks(play):
             local = known | {task.loop_var} if task.loop is not None else known
             if task.module in ("debug",) and isinstance(task.args, Mapping) and "var" in task.args:
                 _check_names(names_read(str(task.args["var"]), True), local, task)

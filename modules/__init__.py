@@ -1,1 +1,6 @@
-"""Task modules: one file per module; the file name is the YAML key."""
+"""The rooms: one package per domain, holding its task modules, their helpers and probes.
+
+``basic`` (command, files, facts, assertions), ``gpu`` (GPUs, /dev/shm), ``checkpoints``
+(Hugging Face models on the host), ``serving`` (vLLM). Each room's ``__init__`` lists its
+task modules in ``MODULES``; its host-side probes live in ``<room>/probes/``.
+"""

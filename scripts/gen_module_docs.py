@@ -1,7 +1,7 @@
 """Regenerate the README's module reference from the modules' JSON Schemas.
 
-    python scripts/gen_module_docs.py          # rewrite README.md in place
-    python scripts/gen_module_docs.py --check  # exit 1 if README.md is stale
+python scripts/gen_module_docs.py          # rewrite README.md in place
+python scripts/gen_module_docs.py --check  # exit 1 if README.md is stale
 """
 
 from __future__ import annotations

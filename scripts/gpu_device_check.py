@@ -72,7 +72,7 @@ def rigger() -> Any:
     from engine.connection.base import ScopedConnection
     from engine.connection.local import LocalConnection
     from engine.module_api import Change, TaskContext, TaskFailed, Unchanged
-    from modules import ensure_gpus_idle
+    from modules.gpu import ensure_gpus_idle
 
     return SimpleNamespace(
         ScopedConnection=ScopedConnection,

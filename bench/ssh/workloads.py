@@ -8,18 +8,18 @@ from .fleet import BENCH_USER, Fleet
 
 
 def rigger_files(
-    fleet: Fleet, root: Path, hosts: int, tasks: int, *, remote_agent: bool = True, run_lock: bool = True
+    fleet: Fleet, root: Path, hosts: int, tasks: int, *, remote_python: bool = True, run_lock: bool = True
 ) -> tuple[Path, Path]:
     names = "".join(
         f"    h{i}: {{ansible_host: {a}, ansible_port: {p}}}\n" for i, (a, p) in enumerate(fleet.hosts[:hosts])
     )
-    inventory = root / f"rigger_inv_{hosts}_{'agent' if remote_agent else 'exec'}_{run_lock}.yml"
+    inventory = root / f"rigger_inv_{hosts}_{'remote' if remote_python else 'exec'}_{run_lock}.yml"
     inventory.write_text(
         "all:\n  vars:\n"
         f"    ansible_user: {BENCH_USER}\n"
         f"    ansible_ssh_private_key_file: {fleet.key}\n"
         f"    known_hosts_file: {fleet.known_hosts}\n"
-        f"    ssh_remote_agent: {str(remote_agent).lower()}\n"
+        f"    ssh_remote_python: {str(remote_python).lower()}\n"
         f"    rigger_run_lock: {str(run_lock).lower()}\n"
         "  hosts:\n" + names
     )

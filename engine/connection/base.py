@@ -8,12 +8,16 @@ was not declared read-only. That is what makes check mode honest.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from engine import probes
 from engine.errors import CommandFailed, WriteRefused
-from engine.probes import probe_mutates
+
+if TYPE_CHECKING:
+    from engine.runlock import LockHolder
 
 TAIL_LINES = 20
 
@@ -30,17 +34,6 @@ class CommandResult:
     def tail(self, lines: int = TAIL_LINES) -> str:
         text = (self.stderr or self.stdout).rstrip("\n")
         return "\n".join(text.splitlines()[-lines:])
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """Per-call options every transport understands."""
-
-    sudo: bool = False
-    env: Mapping[str, str] = field(default_factory=dict)
-    cwd: str | None = None
-    stdin: bytes | None = None
-    timeout_s: float | None = None
 
 
 class Connection(Protocol):
@@ -67,6 +60,11 @@ class Connection(Protocol):
     def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: bool = False) -> None: ...
 
     def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool = False) -> dict[str, Any]: ...
+
+    def hold_run_lock(self, request: Mapping[str, Any]) -> tuple[LockHolder, dict[str, Any]]:
+        """Start what holds the host's run lock (``engine.runlock``) and send it ``request``;
+        returns the holder and its answer (``acquired``, ``path``, ``record``/``holder``)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -142,9 +140,31 @@ class ScopedConnection:
     def run_probe(
         self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool | None = None
     ) -> dict[str, Any]:
-        if probe_mutates(name):
+        if probes.probe_mutates(name):
             self._refuse(f"probe {name}")
         return self.inner.run_probe(name, args, sudo=self.scope.become if sudo is None else sudo)
+
+    def run_probe_under(
+        self, python: str, name: str, args: Mapping[str, Any] | None = None, *, timeout_s: float | None = None
+    ) -> dict[str, Any]:
+        """Run a probe with another interpreter on the host (the one vLLM or
+        huggingface_hub is installed for). Its args travel on stdin, never in argv."""
+        mutates = probes.probe_mutates(name)
+        if mutates:
+            self._refuse(f"probe {name} (under {python})")
+        result = self.run(
+            [python, "-c", probes.program(name)],
+            stdin=json.dumps(dict(args or {})).encode(),
+            check=False,
+            read_only=not mutates,
+            timeout_s=timeout_s,
+        )
+        if result.rc == 127 and not result.stdout:
+            raise probes.ProbeError(f"{python} not found on {self.host_name}")
+        return probes.parse_output(name, result.stdout, result.stderr)
+
+    def hold_run_lock(self, request: Mapping[str, Any]) -> tuple[LockHolder, dict[str, Any]]:
+        return self.inner.hold_run_lock(request)
 
     def close(self) -> None:
         self.inner.close()

@@ -23,6 +23,6 @@ def open_connection(host_name: str, host_vars: Mapping[str, Any]) -> Connection:
     if connection_kind(host_name, host_vars) == "local":
         python = host_vars.get("ansible_python_interpreter")
         return LocalConnection(host_name, python) if python else LocalConnection(host_name)
-    from engine.connection.ssh import SSHConnection
+    from engine.connection.ssh.connection import SSHConnection
 
     return SSHConnection.from_host_vars(host_name, host_vars)

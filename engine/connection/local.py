@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -19,6 +21,8 @@ from engine.connection.base import CommandResult, raise_for_status
 from engine.connection.capture import drain
 from engine.errors import CommandFailed
 from engine.probes.fileio import write_atomic
+from engine.runlock import LockHolder, holder_program
+from engine.runlock.holders import ProcessHolder, start_holder
 
 SUDO = ("sudo", "-n", "--")
 
@@ -112,8 +116,6 @@ class LocalConnection:
     def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool = False) -> dict[str, Any]:
         if not _needs_sudo(sudo):
             return probes.run_in_process(name, dict(args or {}))
-        import json
-
         result = self.run(
             [self.python, "-c", probes.program(name)],
             sudo=True,
@@ -121,6 +123,10 @@ class LocalConnection:
             check=False,
         )
         return probes.parse_output(name, result.stdout, result.stderr)
+
+    def hold_run_lock(self, request: Mapping[str, Any]) -> tuple[LockHolder, dict[str, Any]]:
+        holder = ProcessHolder([*shlex.split(self.python), "-c", holder_program()])
+        return start_holder(holder, self.host_name, request)
 
     def close(self) -> None:
         """End commands still running (Ctrl-C): they run in their own session."""

@@ -74,7 +74,7 @@ class ConsoleSink:
         if not self._colour:
             self._write(text + "\n")
             return
-        self._out.write("\r\x1b[K" + text[: 160])
+        self._out.write("\r\x1b[K" + text[:160])
         self._out.flush()
         self._status_shown = True
 
@@ -99,7 +99,7 @@ class ConsoleSink:
                 self._recap(event)
 
     def _host_line(self, result: HostResult) -> None:
-        label = result.status
+        label: str = result.status
         if result.ignored:
             label = f"{label} (ignored)"
         item = f" => (item={_short(result.item)})" if result.item is not None else ""

@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol
 
 from engine.module_api import Diff
 
-STATUSES = ("ok", "changed", "failed", "skipped", "unreachable")
 COUNTERS = ("ok", "changed", "failed", "skipped", "unreachable", "rescued", "ignored")
 HIDDEN = "the output has been hidden due to no_log: true"
+
+
+class Status(StrEnum):
+    """What a task did on a host (Ansible's words; equal to the plain strings in output)."""
+
+    OK = "ok"
+    CHANGED = "changed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    UNREACHABLE = "unreachable"
 
 
 @dataclass(frozen=True)
@@ -32,7 +42,7 @@ class TaskStarted:
 class HostResult:
     host: str
     task: str
-    status: str
+    status: Status
     changed: bool
     msg: str = ""
     diffs: tuple[Diff, ...] = ()

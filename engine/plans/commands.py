@@ -14,7 +14,6 @@ from engine import __version__, static_check
 from engine.errors import EXIT_ERROR, EXIT_OK, OptionsError, RiggerError
 from engine.inventory import load_inventory
 from engine.loader import load_playbook
-from engine.model import Inventory, Playbook
 from engine.output.events import Event, Notice, Sink
 from engine.plans import planfile
 from engine.plans.gate import ApplyGate
@@ -24,6 +23,7 @@ from engine.plans.recorder import Masking, PlanRecorder
 from engine.plans.render import markdown, text
 from engine.plans.review import review
 from engine.plans.secrets import Scrubber, sealed
+from engine.playbook import Inventory, Playbook
 from engine.runner import Runner, RunOptions
 from engine.yamlload import files_read, load_file
 

@@ -41,7 +41,7 @@ class ApplyGate:
         return {host: steps for host, steps in self._left.items() if steps}
 
     def __call__(self, step: PlannedStep) -> None:
-        if step.check_mode == "run" or not isinstance(step.change, Change):
+        if step.check_mode == "read-only" or not isinstance(step.change, Change):
             return  # read-only module, or nothing to apply
         with self._lock:
             self._check(step, step.change)

@@ -30,7 +30,7 @@ class Content:
 
 
 def read_only(module: str) -> bool:
-    return module in registry.module_names() and registry.get(module).check_mode == "run"
+    return module in registry.module_names() and registry.get(module).check_mode == "read-only"
 
 
 def content(

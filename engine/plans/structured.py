@@ -8,7 +8,7 @@ import difflib
 import json
 from typing import Any
 
-from engine.models.jsonpatch import keypath_diff
+from engine.keypaths import keypath_diff
 from engine.module_api import Diff
 
 

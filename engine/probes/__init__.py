@@ -1,5 +1,9 @@
 """Probes: stdlib-only scripts that run ON the host and answer with JSON.
 
+The engine's generic probes (files, processes, paths, host facts, signals, ports) live
+here; a room's probes live in ``modules/<room>/probes/``. Probe names are unique across
+all of them; ``probe_source(name)`` finds the file.
+
 Each probe file defines ``main(args: dict) -> dict``. A probe may call another probe
 through ``call(name, args)`` if it lists it in ``USES = (...)``. A probe that changes the
 host (signals, unlinks, writes) sets ``MUTATES = True``; the scoped connection refuses
@@ -20,7 +24,8 @@ from typing import Any
 
 from engine.errors import RiggerError
 
-PROBE_DIR = Path(__file__).parent
+ENGINE_PROBES = Path(__file__).resolve().parent
+ROOMS_DIR = ENGINE_PROBES.parent.parent / "modules"
 RESULT_MARKER = "\x1erigger-probe-result "
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _USES = re.compile(r"^USES\s*=\s*\(([^)]*)\)", re.MULTILINE)
@@ -54,11 +59,25 @@ class ProbeError(RiggerError):
 
 
 @cache
+def probe_paths() -> dict[str, Path]:
+    """Probe name -> file, over the engine's probes and every room's ``probes/``."""
+    found: dict[str, Path] = {}
+    for directory in (ENGINE_PROBES, *sorted(ROOMS_DIR.glob("*/probes"))):
+        for path in sorted(directory.glob("*.py")):
+            if path.stem.startswith("_"):
+                continue
+            if path.stem in found:
+                raise ProbeError(f"two probes named {path.stem!r}: {found[path.stem]} and {path}")
+            found[path.stem] = path
+    return found
+
+
+@cache
 def probe_source(name: str) -> str:
     if not _NAME.match(name):
         raise ProbeError(f"invalid probe name {name!r}")
-    path = PROBE_DIR / f"{name}.py"
-    if not path.is_file():
+    path = probe_paths().get(name)
+    if path is None:
         raise ProbeError(f"no probe named {name!r}")
     return path.read_text(encoding="utf-8")
 
@@ -74,7 +93,8 @@ def probe_mutates(name: str) -> bool:
     return bool(_MUTATES.search(probe_source(name)))
 
 
-def _closure(name: str) -> dict[str, str]:
+def closure(name: str) -> dict[str, str]:
+    """The sources of the probe and of every probe it (transitively) ``USES``."""
     sources: dict[str, str] = {}
     pending = [name]
     while pending:
@@ -89,12 +109,12 @@ def _closure(name: str) -> dict[str, str]:
 @cache
 def program(name: str) -> str:
     """The whole program to run with the host's python (``python3 -c PROGRAM``)."""
-    return _BOOTSTRAP % {"sources": repr(_closure(name)), "marker": RESULT_MARKER, "entry": name}
+    return _BOOTSTRAP % {"sources": repr(closure(name)), "marker": RESULT_MARKER, "entry": name}
 
 
 @cache
 def _compiled(name: str) -> Any:
-    return {probe: compile(src, f"<probe {probe}>", "exec") for probe, src in _closure(name).items()}
+    return {probe: compile(src, f"<probe {probe}>", "exec") for probe, src in closure(name).items()}
 
 
 def run_in_process(name: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,4 @@
-"""Host facts in one round trip: identity, OS, CPU, memory, python, /dev/shm, GPUs."""
-
-USES = ("gpus",)
+"""Generic host facts in one round trip: identity, OS, CPU, memory, python (rooms add theirs)."""
 
 import os
 import platform
@@ -36,20 +34,7 @@ def _mem_total_mib():
     return None
 
 
-def _disk(path):
-    try:
-        stat = os.statvfs(path)
-    except OSError:
-        return None
-    return {
-        "path": path,
-        "total_mib": stat.f_blocks * stat.f_frsize // 2**20,
-        "free_mib": stat.f_bavail * stat.f_frsize // 2**20,
-    }
-
-
 def main(args):
-    gpu = call("gpus", {})
     return {
         "hostname": socket.gethostname(),
         "fqdn": socket.getfqdn() if args.get("fqdn") else socket.gethostname(),
@@ -64,11 +49,4 @@ def main(args):
         },
         "user": os.environ.get("USER") or str(os.getuid()),
         "uid": os.getuid(),
-        "shm": _disk(args.get("shm_path", "/dev/shm")),
-        "gpus": gpu.get("gpus", []),
-        "gpu_count": len(gpu.get("gpus", [])),
-        "gpu_backend": gpu.get("backend", "none"),
-        "gpu_notes": gpu.get("notes", []),
-        "gpu_driver_version": gpu.get("driver_version"),
-        "cuda_version": gpu.get("cuda_version"),
     }

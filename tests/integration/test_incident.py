@@ -15,7 +15,7 @@ of other programs on the machine, and their segments cannot disturb its counts.
 
 Check mode and the second run go through the local connection; the cleaning run goes
 over SSH through a real Debian sshd (tests/integration/ssh/sshlab.py) with become, the
-probes running in rigger's remote agent on the "host" (the same machine).
+probes running in rigger's remote python on the "host" (the same machine).
 
 Real: vLLM (.venv-vllm), its processes and segments, `rigger run`, sshd, sudo, the
 probes, signals, /proc, /dev/shm, nvidia-ml-py. Not real: the GPUs (tests/fakes/fake_nvml: a

@@ -18,41 +18,61 @@ import pytest
 
 from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
-from engine.models import compat
-from engine.module_api import Result, TaskContext, TaskFailed
-from modules import check_serving_compat as mod
-from modules import patch_quant_config
+from engine.module_api import TaskContext, TaskFailed, Unchanged
+from modules.checkpoints import check_serving_compat as mod
+from modules.checkpoints import compat, patch_quant_config
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "kimi-k2.5-nvfp4"
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
-FIX_TEXT = ("no MLA attention backend on SM120 supports FP8 KV cache; remove the FP8 "
-            "KV-cache declaration (patch_quant_config kv_cache_dtype: auto)")
+FIX_TEXT = (
+    "no MLA attention backend on SM120 supports FP8 KV cache; remove the FP8 "
+    "KV-cache declaration (patch_quant_config kv_cache_dtype: auto)"
+)
 
 
 def gpus(count: int, name: str, memory_mib: int, capability: str) -> list[dict[str, Any]]:
-    return [{"index": i, "name": name, "memory_total_mib": memory_mib, "memory_used_mib": 3,
-             "compute_capability": capability, "processes": []} for i in range(count)]
+    return [
+        {
+            "index": i,
+            "name": name,
+            "memory_total_mib": memory_mib,
+            "memory_used_mib": 3,
+            "compute_capability": capability,
+            "processes": [],
+        }
+        for i in range(count)
+    ]
 
 
 RTX_PRO_6000 = gpus(8, "NVIDIA RTX PRO 6000 Blackwell Server Edition", 97887, "12.0")
 H200 = gpus(8, "NVIDIA H200", 143771, "9.0")
 
 
-def run_check(model: Path, gpu_list: list[dict[str, Any]], *, planning: bool = True,
-              **extra: Any) -> Result:
+def run_check(model: Path, gpu_list: list[dict[str, Any]], *, planning: bool = True, **extra: Any) -> Unchanged:
     conn = ScopedConnection(LocalConnection())
-    ctx = TaskContext(host_name="localhost", conn=conn.planning() if planning else conn,
-                      facts={"gpus": gpu_list, "gpu_count": len(gpu_list)}, vars={})
-    args = {"model": str(model), "tensor_parallel_size": 8, "gpu_memory_utilization": 0.9,
-            "kv_cache_dtype": "auto", "fail_on": "incompatible", "vllm_python": "python3",
-            "vllm_version": None, "triton_mla_fp8": None, **extra}
-    change = mod.plan(ctx, args)
-    # CHECK_MODE "run": apply runs on the planning (write-refusing) connection in check mode.
-    return mod.apply(ctx, args, change)
+    ctx = TaskContext(
+        host_name="localhost",
+        conn=conn.planning() if planning else conn,
+        facts={"gpus": gpu_list, "gpu_count": len(gpu_list)},
+        vars={},
+    )
+    args = {
+        "model": str(model),
+        "tensor_parallel_size": 8,
+        "gpu_memory_utilization": 0.9,
+        "kv_cache_dtype": "auto",
+        "fail_on": "incompatible",
+        "vllm_python": "python3",
+        "vllm_version": None,
+        "triton_mla_fp8": None,
+        **extra,
+    }
+    # read-only: plan() does the whole check on the planning (write-refusing) connection
+    return mod.plan(ctx, args)
 
 
-def ids(result: Result) -> list[str]:
+def ids(result: Unchanged) -> list[str]:
     return [f["id"] for f in result.data["findings"]]
 
 
@@ -69,7 +89,7 @@ def test_kimi_on_sm120_with_old_vllm_is_incompatible_with_the_fix() -> None:
 
 def test_fail_on_never_reports_findings_as_data() -> None:
     result = run_check(FIXTURE, RTX_PRO_6000, triton_mla_fp8=False, fail_on="never")
-    assert result.changed is False
+    assert isinstance(result, Unchanged)  # read-only: never a change
     assert result.data["compatible"] is False
     assert ids(result) == ["mla-fp8-kv-sm12x"]
     assert result.data["facts"]["model.is_mla"] is True
@@ -98,17 +118,21 @@ def test_vllm_not_found_on_sm120_warns_and_fail_on_warning_fails() -> None:
     assert ids(result) == ["mla-fp8-kv-sm12x-vllm-unknown"]
     assert result.data["compatible"] is True and result.warnings
     with pytest.raises(TaskFailed, match="could not tell"):
-        run_check(FIXTURE, RTX_PRO_6000, vllm_python="/nonexistent/python3",
-                  fail_on="warning")
+        run_check(FIXTURE, RTX_PRO_6000, vllm_python="/nonexistent/python3", fail_on="warning")
 
 
 def test_patched_checkpoint_is_compatible_on_sm120(tmp_path: Path) -> None:
     model = tmp_path / "kimi"
     shutil.copytree(FIXTURE, model)
-    ctx = TaskContext(host_name="localhost", conn=ScopedConnection(LocalConnection()),
-                      facts={}, vars={})
-    args = {"path": str(model), "kv_cache_dtype": "auto", "set": {}, "remove": {},
-            "state": "patched", "backup_suffix": ".rigger-orig"}
+    ctx = TaskContext(host_name="localhost", conn=ScopedConnection(LocalConnection()), facts={}, vars={})
+    args = {
+        "path": str(model),
+        "kv_cache_dtype": "auto",
+        "set": {},
+        "remove": {},
+        "state": "patched",
+        "backup_suffix": ".rigger-orig",
+    }
     patch_quant_config.apply(ctx, args, patch_quant_config.plan(ctx, args))  # type: ignore[arg-type]
     result = run_check(model, RTX_PRO_6000, triton_mla_fp8=False)
     assert result.data["compatible"] is True
@@ -118,13 +142,21 @@ def test_patched_checkpoint_is_compatible_on_sm120(tmp_path: Path) -> None:
 def test_non_mla_model_with_fp8_kv_is_compatible_on_sm120(tmp_path: Path) -> None:
     model = tmp_path / "llama"
     model.mkdir()
-    (model / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
-        "num_attention_heads": 32, "num_key_value_heads": 8,
-        "quantization_config": {"quant_method": "modelopt", "quant_algo": "FP8",
-                                "kv_cache_scheme": {"dynamic": False, "num_bits": 8,
-                                                    "type": "float"}},
-    }))
+    (model / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "model_type": "llama",
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "quantization_config": {
+                    "quant_method": "modelopt",
+                    "quant_algo": "FP8",
+                    "kv_cache_scheme": {"dynamic": False, "num_bits": 8, "type": "float"},
+                },
+            }
+        )
+    )
     result = run_check(model, RTX_PRO_6000, triton_mla_fp8=False)
     assert result.data["facts"]["model.is_mla"] is False
     assert result.data["facts"]["model.kv_cache_fp8"] is True
@@ -155,8 +187,7 @@ def test_weights_leaving_little_kv_room_warn() -> None:
 
 
 def test_tensor_parallel_size_checks() -> None:
-    with pytest.raises(TaskFailed, match="64 attention heads are not divisible by "
-                                         "tensor_parallel_size 3"):
+    with pytest.raises(TaskFailed, match="64 attention heads are not divisible by tensor_parallel_size 3"):
         run_check(FIXTURE, H200, tensor_parallel_size=3)
     result = run_check(FIXTURE, H200, tensor_parallel_size=16, fail_on="never")
     assert "tp-exceeds-gpu-count" in ids(result)
@@ -175,13 +206,17 @@ def test_missing_model_fails_clearly(tmp_path: Path) -> None:
 def test_probe_reads_a_pre_34597_triton_mla_source_as_no_fp8() -> None:
     """The probe's source reader on text shaped like the two generations of the file."""
     namespace: dict[str, Any] = {"call": None}
-    exec((ROOT / "engine" / "probes" / "model_vllm_info.py").read_text(), namespace)
+    exec((ROOT / "modules" / "checkpoints" / "probes" / "model_vllm_info.py").read_text(), namespace)
     reader = namespace["triton_mla_fp8"]
-    old = ('class TritonMLAImpl:\n    def __init__(self):\n        if is_quantized_kv_cache('
-           'self.kv_cache_dtype):\n            raise NotImplementedError(\n'
-           '                "TritonMLA V1 with FP8 KV cache not yet supported")\n')
-    new = ('class TritonMLABackend:\n    supported_kv_cache_dtypes: ClassVar[list] = [\n'
-           '        "auto",\n        "bfloat16",\n        "fp8",\n        "fp8_e4m3",\n    ]\n')
+    old = (
+        "class TritonMLAImpl:\n    def __init__(self):\n        if is_quantized_kv_cache("
+        "self.kv_cache_dtype):\n            raise NotImplementedError(\n"
+        '                "TritonMLA V1 with FP8 KV cache not yet supported")\n'
+    )
+    new = (
+        "class TritonMLABackend:\n    supported_kv_cache_dtypes: ClassVar[list] = [\n"
+        '        "auto",\n        "bfloat16",\n        "fp8",\n        "fp8_e4m3",\n    ]\n'
+    )
     assert reader(old) is False
     assert reader(new) is True
     assert reader("nothing here") is None
@@ -203,7 +238,18 @@ def test_rules_file_is_valid_and_conditions_are_data_only() -> None:
     assert not compat.evaluate({"fact": "b", "ne": 0}, facts)
     assert compat.evaluate({"not": {"fact": "a", "in": [1, 2]}}, facts)
     with pytest.raises(compat.RuleError):
-        compat.parse_rules({"rules": [{"id": "x", "severity": "incompatible",
-                                       "when": {"fact": "a", "eval": "__import__('os')"},
-                                       "reason": "r", "fix": "f", "citation": "c"}]})
+        compat.parse_rules(
+            {
+                "rules": [
+                    {
+                        "id": "x",
+                        "severity": "incompatible",
+                        "when": {"fact": "a", "eval": "__import__('os')"},
+                        "reason": "r",
+                        "fix": "f",
+                        "citation": "c",
+                    }
+                ]
+            }
+        )
     assert compat.render("{a} and {a.__class__}", facts) == "3 and unknown"  # lookup only

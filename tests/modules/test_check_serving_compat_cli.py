@@ -20,8 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 import fakenvml
 
 FIXTURE = ROOT / "tests" / "fixtures" / "kimi-k2.5-nvfp4"
-FIX_TEXT = ("no MLA attention backend on SM120 supports FP8 KV cache; remove the FP8 "
-            "KV-cache declaration (patch_quant_config kv_cache_dtype: auto)")
+FIX_TEXT = (
+    "no MLA attention backend on SM120 supports FP8 KV cache; remove the FP8 "
+    "KV-cache declaration (patch_quant_config kv_cache_dtype: auto)"
+)
 
 PLAYBOOK = """\
 - hosts: localhost
@@ -50,8 +52,13 @@ PLAYBOOK = """\
 def run(playbook: Path, env: dict[str, str], *extra: str) -> list[dict[str, Any]]:
     done = subprocess.run(
         [sys.executable, "-m", "engine.cli", "run", str(playbook), "--output", "jsonl", *extra],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
-        env={**os.environ, **env})
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, **env},
+    )
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 

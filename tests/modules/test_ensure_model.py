@@ -20,33 +20,36 @@ import pytest
 
 from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
-from engine.models.manifest import HubFile, Listing, Manifest, human_bytes, is_commit
 from engine.module_api import TaskContext, TaskFailed
-from modules import ensure_model as mod
+from modules.checkpoints import ensure_model as mod
+from modules.checkpoints.manifest import HubFile, Listing, Manifest, human_bytes, is_commit
 
 COMMIT = "2c06be8556499af9ac04bf57a2f9e9bbd5519f7d"
 
 
 def shard(payload: bytes) -> bytes:
-    header = json.dumps({"w": {"dtype": "U8", "shape": [len(payload)],
-                               "data_offsets": [0, len(payload)]}}).encode()
+    header = json.dumps({"w": {"dtype": "U8", "shape": [len(payload)], "data_offsets": [0, len(payload)]}}).encode()
     return struct.pack("<Q", len(header)) + header + payload
 
 
-def verify(local_dir: Path, files: dict[str, bytes], mode: str = "size",
-           expected: dict[str, Any] | None = None) -> dict[str, Any]:
+def verify(
+    local_dir: Path, files: dict[str, bytes], mode: str = "size", expected: dict[str, Any] | None = None
+) -> dict[str, Any]:
     wanted = expected or {
-        name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
-               "blob_id": None} for name, data in files.items()}
+        name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "blob_id": None}
+        for name, data in files.items()
+    }
     conn = ScopedConnection(LocalConnection()).planning()
-    return conn.run_probe("model_verify", {"op": "verify", "local_dir": str(local_dir),
-                                           "files": wanted, "verify": mode})
+    return conn.run_probe(
+        "model_verify", {"op": "verify", "local_dir": str(local_dir), "files": wanted, "verify": mode}
+    )
 
 
 def test_consistent_shards_and_index_verify_ok(tmp_path: Path) -> None:
     files = {"a.safetensors": shard(b"x" * 1000), "b.safetensors": shard(b"y" * 10)}
     files["model.safetensors.index.json"] = json.dumps(
-        {"weight_map": {"t1": "a.safetensors", "t2": "b.safetensors"}}).encode()
+        {"weight_map": {"t1": "a.safetensors", "t2": "b.safetensors"}}
+    ).encode()
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
     report = verify(tmp_path, files, "sha256")
@@ -57,7 +60,7 @@ def test_consistent_shards_and_index_verify_ok(tmp_path: Path) -> None:
 def test_header_inconsistent_with_size_is_caught_even_when_size_matches(tmp_path: Path) -> None:
     data = shard(b"x" * 1000)
     header_len = struct.unpack("<Q", data[:8])[0]
-    lying = data[:8 + header_len].replace(b"1000]", b"1001]") + data[8 + header_len:]
+    lying = data[: 8 + header_len].replace(b"1000]", b"1001]") + data[8 + header_len :]
     lying = struct.pack("<Q", header_len) + lying[8:]
     (tmp_path / "a.safetensors").write_bytes(lying)
     report = verify(tmp_path, {"a.safetensors": lying})
@@ -90,20 +93,21 @@ def test_small_git_files_checked_by_blob_id_with_sha256(tmp_path: Path) -> None:
 
 
 def test_index_naming_a_shard_outside_the_set(tmp_path: Path) -> None:
-    files = {"a.safetensors": shard(b"a"),
-             "model.safetensors.index.json": json.dumps(
-                 {"weight_map": {"t": "a.safetensors", "u": "b.safetensors"}}).encode()}
+    files = {
+        "a.safetensors": shard(b"a"),
+        "model.safetensors.index.json": json.dumps(
+            {"weight_map": {"t": "a.safetensors", "u": "b.safetensors"}}
+        ).encode(),
+    }
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
     problems = verify(tmp_path, files)["index_problems"]
-    assert problems == ["model.safetensors.index.json names b.safetensors, which is not in "
-                        "the file set"]
+    assert problems == ["model.safetensors.index.json names b.safetensors, which is not in the file set"]
 
 
 def test_manifest_round_trip_and_coverage() -> None:
     listing = Listing(COMMIT, (HubFile("a", 3, "ab" * 32, "c" * 40),))
-    args = {"repo_id": "o/r", "revision": "main", "allow_patterns": ["*.json", "*.bin"],
-            "ignore_patterns": None}
+    args = {"repo_id": "o/r", "revision": "main", "allow_patterns": ["*.json", "*.bin"], "ignore_patterns": None}
     manifest = Manifest.build(args, listing, "size")
     parsed = Manifest.parse(manifest.to_json().encode())
     assert parsed == manifest
@@ -121,17 +125,16 @@ def test_manifest_round_trip_and_coverage() -> None:
     assert human_bytes(579820000000) == "540.0 GiB" and human_bytes(12) == "12 B"
 
 
-def test_progress_reports_bytes_and_rate_from_partial_downloads(tmp_path: Path,
-                                                               monkeypatch: Any) -> None:
+def test_progress_reports_bytes_and_rate_from_partial_downloads(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setattr(mod, "PROGRESS_INTERVAL_S", 0.05)
     partial = tmp_path / ".cache" / "huggingface" / "download"
     partial.mkdir(parents=True)
     messages: list[str] = []
-    ctx = TaskContext("localhost", ScopedConnection(LocalConnection()), {}, {},
-                      progress=messages.append)
+    ctx = TaskContext("localhost", ScopedConnection(LocalConnection()), {}, {}, progress=messages.append)
     done = threading.Event()
-    reporter = threading.Thread(target=mod._report_progress,
-                                args=(ctx, {"local_dir": str(tmp_path)}, ["w.bin"], 4096, done))
+    reporter = threading.Thread(
+        target=mod._report_progress, args=(ctx, {"local_dir": str(tmp_path)}, ["w.bin"], 4096, done)
+    )
     reporter.start()
     with open(partial / "abc123.etag.incomplete", "wb") as handle:
         for _ in range(4):
@@ -151,9 +154,17 @@ def test_host_python_without_huggingface_hub_fails_with_a_hint(tmp_path: Path) -
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     conn = ScopedConnection(LocalConnection()).planning()
     ctx = TaskContext("localhost", conn, {}, {})
-    args = {"repo_id": "o/r", "revision": "main", "local_dir": str(tmp_path / "m"),
-            "allow_patterns": None, "ignore_patterns": None, "max_workers": 1,
-            "verify": "size", "python": str(venv / "bin" / "python"), "endpoint": None,
-            "reserve_free_mib": 1}
+    args = {
+        "repo_id": "o/r",
+        "revision": "main",
+        "local_dir": str(tmp_path / "m"),
+        "allow_patterns": None,
+        "ignore_patterns": None,
+        "max_workers": 1,
+        "verify": "size",
+        "python": str(venv / "bin" / "python"),
+        "endpoint": None,
+        "reserve_free_mib": 1,
+    }
     with pytest.raises(TaskFailed, match=r"install huggingface_hub for .*bare/bin/python"):
         mod.plan(ctx, args)

@@ -1,4 +1,4 @@
-"""GPU facts (engine/probes/gpus.py): NVML first, nvidia-smi CSV next, else none.
+"""GPU facts (modules/gpu/probes/gpus.py): NVML first, nvidia-smi CSV next, else none.
 
 Real: the probes, nvidia-ml-py (pynvml) loading a libnvidia-ml.so.1 through ctypes, the
 probe program run by a separate python as it runs over SSH, `rigger facts`, processes.
@@ -68,7 +68,7 @@ def bare_env(**extra: str) -> dict[str, str]:
 def test_nvml_facts_in_process(fake: Any, holder: subprocess.Popen[bytes]) -> None:
     fake.eight_gpus([fakenvml.holder(holder.pid, 3, 88000)])
     fake.load_in_this_process()
-    facts = LocalConnection().run_probe("host", {})
+    facts = LocalConnection().run_probe("gpu_facts", {})
     assert facts["gpu_backend"] == "nvml"
     assert facts["gpu_count"] == 8
     assert facts["gpu_driver_version"] == "580.95.05"
@@ -124,7 +124,7 @@ def test_nvidia_smi_without_compute_cap_field() -> None:
 
 
 def test_no_driver_at_all_is_backend_none() -> None:
-    answer = probe_in_child("host", bare_env())
+    answer = probe_in_child("gpu_facts", bare_env())
     assert (answer["gpu_backend"], answer["gpus"], answer["gpu_count"]) == ("none", [], 0)
 
 

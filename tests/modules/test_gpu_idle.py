@@ -27,7 +27,7 @@ from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
 from engine.errors import WriteRefused
 from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
-from modules import ensure_gpus_idle as mod
+from modules.gpu import ensure_gpus_idle as mod
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_DIR = REPO / "tests" / "fakes" / "fake_nvml"
@@ -371,7 +371,7 @@ def test_other_users_holder_is_refused_when_not_root(fake: Any, spawn: Spawner) 
             from engine.connection.base import ScopedConnection
             from engine.connection.local import LocalConnection
             from engine.module_api import TaskContext, TaskFailed
-            from modules import ensure_gpus_idle as mod
+            from modules.gpu import ensure_gpus_idle as mod
             conn = ScopedConnection(LocalConnection()).planning()
             try:
                 mod.plan(TaskContext("localhost", conn, {{}}, {{}}), {DEFAULTS!r})

@@ -19,16 +19,14 @@ from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
 from engine.errors import WriteRefused
 from engine.module_api import Change, TaskContext, TaskFailed, Unchanged
-from modules import patch_quant_config as mod
+from modules.checkpoints import patch_quant_config as mod
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "kimi-k2.5-nvfp4"
-DEFAULTS = {"kv_cache_dtype": None, "set": {}, "remove": {}, "state": "patched",
-            "backup_suffix": ".rigger-orig"}
+DEFAULTS = {"kv_cache_dtype": None, "set": {}, "remove": {}, "state": "patched", "backup_suffix": ".rigger-orig"}
 
 
 def make_ctx() -> TaskContext:
-    return TaskContext(host_name="localhost", conn=ScopedConnection(LocalConnection()),
-                       facts={}, vars={})
+    return TaskContext(host_name="localhost", conn=ScopedConnection(LocalConnection()), facts={}, vars={})
 
 
 def planning(ctx: TaskContext) -> TaskContext:
@@ -96,7 +94,10 @@ def test_apply_removes_fp8_kv_and_keeps_order_and_indent(model_dir: Path) -> Non
     # Only the removed lines differ: order, 2-space and 4-space indents all kept.
     removed = set(original_config.splitlines()) - set(config_text.splitlines())
     assert {line.strip() for line in removed} == {
-        '"kv_cache_scheme": {', '"dynamic": false,', '"num_bits": 8,', '"type": "float"',
+        '"kv_cache_scheme": {',
+        '"dynamic": false,',
+        '"num_bits": 8,',
+        '"type": "float"',
     }
     assert len(original_hf.splitlines()) - len(hf_text.splitlines()) == 1
     assert '\n        "quant_algo": "NVFP4",\n' in hf_text
@@ -124,8 +125,7 @@ def test_restore_puts_originals_back_then_is_ok(model_dir: Path) -> None:
     run_task(model_dir, kv_cache_dtype="auto")
     assert tree_hashes(model_dir) != before
     result = run_task(model_dir, state="restored")
-    assert result is not None and sorted(result.data["restored"]) == [
-        "config.json", "hf_quant_config.json"]
+    assert result is not None and sorted(result.data["restored"]) == ["config.json", "hf_quant_config.json"]
     assert tree_hashes(model_dir) == before
     assert run_task(model_dir, state="restored") is None
 
@@ -133,8 +133,7 @@ def test_restore_puts_originals_back_then_is_ok(model_dir: Path) -> None:
 def test_legacy_string_scheme_and_text_config_block(model_dir: Path) -> None:
     config = json.loads((model_dir / "config.json").read_text())
     config["quantization_config"]["kv_cache_scheme"] = "FP8"
-    config["text_config"]["quantization_config"] = {"quant_method": "modelopt",
-                                                    "kv_cache_scheme": "FP8"}
+    config["text_config"]["quantization_config"] = {"quant_method": "modelopt", "kv_cache_scheme": "FP8"}
     (model_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     result = run_task(model_dir, kv_cache_dtype="auto")
     assert result is not None
@@ -146,8 +145,7 @@ def test_legacy_string_scheme_and_text_config_block(model_dir: Path) -> None:
     assert patched["text_config"]["quantization_config"] == {"quant_method": "modelopt"}
 
 
-def test_symlink_into_hf_cache_is_replaced_and_blob_untouched(tmp_path: Path,
-                                                              model_dir: Path) -> None:
+def test_symlink_into_hf_cache_is_replaced_and_blob_untouched(tmp_path: Path, model_dir: Path) -> None:
     blobs = tmp_path / "hub" / "models--nvidia--Kimi" / "blobs"
     blobs.mkdir(parents=True)
     links = {}
@@ -215,8 +213,7 @@ def test_general_set_and_remove_on_any_json_file(model_dir: Path) -> None:
     result = run_task(
         model_dir,
         remove={"model.safetensors.index.json": ["metadata.total_size"]},
-        set={"hf_quant_config.json": {"quantization.exclude_modules.0": "lm_head",
-                                      "producer.patched_by": "rigger"}},
+        set={"hf_quant_config.json": {"quantization.exclude_modules.0": "lm_head", "producer.patched_by": "rigger"}},
     )
     assert result is not None
     assert result.data["files"] == {
@@ -230,4 +227,3 @@ def test_general_set_and_remove_on_any_json_file(model_dir: Path) -> None:
     assert any("reformatted" in w for w in result.warnings)
     with pytest.raises(TaskFailed, match="is not an object"):
         run_task(model_dir, set={"config.json": {"model_type.x": 1}})
-

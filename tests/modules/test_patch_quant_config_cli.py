@@ -34,8 +34,9 @@ PLAYBOOK = """\
 
 
 def rigger(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "engine.cli", *argv], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *argv], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 def events(output: str) -> list[dict[str, Any]]:
@@ -66,8 +67,7 @@ def test_check_diff_shows_json_diff_and_touches_nothing(tmp_path: Path) -> None:
     jsonl = events(rigger("run", str(playbook), "--check", "--output", "jsonl").stdout)
     patch = next(e for e in jsonl if e.get("task") == "drop the FP8 KV-cache declaration")
     assert patch["status"] == "changed"
-    assert [d["label"] for d in patch["diffs"]] == [str(model / "config.json"),
-                                                    str(model / "hf_quant_config.json")]
+    assert [d["label"] for d in patch["diffs"]] == [str(model / "config.json"), str(model / "hf_quant_config.json")]
     assert hashes(model) == before
 
 
@@ -77,8 +77,7 @@ def test_apply_then_second_run_reports_no_change(tmp_path: Path) -> None:
     assert first[-1]["hosts"]["localhost"]["changed"] == 1
     compat = next(e for e in first if e.get("task") == "preflight")
     assert compat["data"]["facts"]["model.kv_cache_fp8"] is False
-    assert "kv_cache_scheme" not in json.loads((model / "config.json").read_text())[
-        "quantization_config"]
+    assert "kv_cache_scheme" not in json.loads((model / "config.json").read_text())["quantization_config"]
     second = events(rigger("run", str(playbook), "--output", "jsonl").stdout)
     assert second[-1]["hosts"]["localhost"]["changed"] == 0
     assert second[-1]["hosts"]["localhost"]["failed"] == 0

@@ -6,8 +6,8 @@ out by hand in the shape the vllm_bench probe answers.
 
 from __future__ import annotations
 
-import modules.check_serving as check_serving
-from engine.serving.bench import percentile, summarize
+import modules.serving.check_serving as check_serving
+from modules.serving.bench import percentile, summarize
 
 
 def ok(ttft_s: float, tokens: int, latency_s: float = 1.0) -> dict[str, object]:

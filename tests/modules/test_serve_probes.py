@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-import modules.serve_vllm as serve_vllm
+import modules.serving.serve_vllm as serve_vllm
 from engine.probes import run_in_process
 
 

@@ -1,7 +1,7 @@
 """Reading vLLM's start-up log: phases and fatal lines, and the staged wait built on it.
 
 Real: a start-up log recorded from vLLM CPU 0.32.0 serving the tiny model
-(vllm_logs/cpu_startup_0.32.0.log), and fatal lines in the exact wording facts.md quotes
+(vllm_logs/cpu_startup_0.32.0.log), and fatal lines in the exact wording of
 from vLLM's source and issues (vllm_logs/gpu_fatal_lines.txt). Not real: the connection in
 the wait tests is a scripted stand-in that replays probe answers built from those logs;
 what is tested is the decision rigger makes from them (fail at once, quote the line).
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from engine.serving.readiness import LogFollower, fatal_line, last_error_line, phase_of
-from engine.serving.waiting import WaitTarget, wait_ready
+from modules.serving.readiness import LogFollower, fatal_line, last_error_line, phase_of
+from modules.serving.waiting import WaitTarget, wait_ready
 
 LOGS = Path(__file__).parent / "vllm_logs"
 CPU_LOG = (LOGS / "cpu_startup_0.32.0.log").read_text().splitlines()

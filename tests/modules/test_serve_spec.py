@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-import modules.serve_vllm as serve_vllm
+import modules.serving.serve_vllm as serve_vllm
 from engine.errors import TaskFailed
-from engine.serving.spec import API_KEY_VAR, build_argv, build_spec, config_paths, served_name
+from modules.serving.spec import API_KEY_VAR, build_argv, build_spec, config_paths, served_name
 
 CONFIG = {"config.json": b'{"a": 1}', "hf_quant_config.json": None}
 

@@ -23,7 +23,7 @@ import pytest
 from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
 from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
-from modules import ensure_shm_clean as mod
+from modules.gpu import ensure_shm_clean as mod
 
 OLD = time.time() - 3600
 REPO = Path(__file__).resolve().parents[2]
@@ -241,7 +241,7 @@ def test_not_root_it_cannot_prove_a_segment_unused(tmp_path: Path) -> None:
             from engine.connection.base import ScopedConnection
             from engine.connection.local import LocalConnection
             from engine.module_api import TaskContext
-            from modules import ensure_shm_clean as mod
+            from modules.gpu import ensure_shm_clean as mod
             conn = ScopedConnection(LocalConnection()).planning()
             print(mod.plan(TaskContext("localhost", conn, {{}}, {{}}), {args_for(shm)!r}).msg)
         """)

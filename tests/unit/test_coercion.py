@@ -9,9 +9,18 @@ from engine.registry import coerce_scalar
 
 @pytest.mark.parametrize(
     ("text", "kind", "expected"),
-    [("8000", "integer", 8000), ("-3", "integer", -3), ("0.9", "number", 0.9), ("8", "number", 8),
-     ("yes", "boolean", True), ("False", "boolean", False), ("80a", "integer", "80a"),
-     ("maybe", "boolean", "maybe"), ("0.9x", "number", "0.9x"), ("8000", "string", "8000")],
+    [
+        ("8000", "integer", 8000),
+        ("-3", "integer", -3),
+        ("0.9", "number", 0.9),
+        ("8", "number", 8),
+        ("yes", "boolean", True),
+        ("False", "boolean", False),
+        ("80a", "integer", "80a"),
+        ("maybe", "boolean", "maybe"),
+        ("0.9x", "number", "0.9x"),
+        ("8000", "string", "8000"),
+    ],
 )
 def test_coerce_scalar(text, kind, expected):
     assert coerce_scalar(text, kind) == expected

@@ -1,6 +1,6 @@
 """The nvidia-smi CSV parser on recorded output (tests/fakes/nvidia_smi).
 
-Real: the parser (engine/probes/nvsmi.py, a pure function). The input is recorded
+Real: the parser (modules/gpu/probes/nvsmi.py, a pure function). The input is recorded
 `nvidia-smi --query-* --format=csv,noheader,nounits` output in the real format.
 """
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.probes import nvsmi
+from modules.gpu.probes import nvsmi
 
 RECORDED = Path(__file__).resolve().parents[1] / "fakes" / "nvidia_smi"
 NO_CC_FIELDS = ("index", "uuid", "name", "memory.total", "memory.used", "driver_version")

@@ -13,10 +13,39 @@ from engine.connection.local import LocalConnection
 
 
 def test_program_runs_standalone_and_parses():
-    proc = subprocess.run([sys.executable, "-c", probes.program("host")], input=json.dumps({}),
-                          capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        [sys.executable, "-c", probes.program("host")], input=json.dumps({}), capture_output=True, text=True, timeout=30
+    )
     answer = probes.parse_output("host", proc.stdout, proc.stderr)
-    assert answer["cpu_count"] >= 1 and "gpus" in answer
+    assert answer["cpu_count"] >= 1 and "gpus" not in answer  # GPU facts come from the GPU room
+
+
+def test_a_room_probe_and_what_it_uses_run_standalone():
+    """gpu_facts lives in modules/gpu/probes/ and USES gpus -> nvsmi, procs: the bundle holds them all."""
+    proc = subprocess.run(
+        [sys.executable, "-c", probes.program("gpu_facts")],
+        input=json.dumps({}),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    answer = probes.parse_output("gpu_facts", proc.stdout, proc.stderr)
+    assert set(probes.closure("gpu_facts")) == {"gpu_facts", "gpus", "nvsmi", "procs"}
+    assert "gpu_count" in answer and answer["shm"]["path"] == "/dev/shm"
+
+
+def test_gathered_facts_keep_the_names_playbooks_use():
+    """Real: both probes on this machine; the engine merges the GPU room's facts into its own."""
+    from engine.facts import gather
+
+    facts = gather(LocalConnection())
+    assert {"hostname", "cpu_count", "gpus", "gpu_count", "gpu_backend", "shm", "cuda_version"} <= set(facts)
+
+
+def test_probe_names_are_unique_across_engine_and_rooms():
+    paths = probes.probe_paths()
+    assert paths["procs"].parent.name == "probes" and paths["procs"].parent.parent.name == "engine"
+    assert paths["vllm_launch"].parts[-4:-1] == ("modules", "serving", "probes")
 
 
 def test_marker_survives_noise_before_it():
@@ -33,8 +62,13 @@ def test_in_process_and_standalone_agree(tmp_path):
     (tmp_path / "f").write_text("abc")
     args = {"paths": [str(tmp_path / "f")]}
     local = LocalConnection().run_probe("path_info", args)
-    proc = subprocess.run([sys.executable, "-c", probes.program("path_info")], input=json.dumps(args),
-                          capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        [sys.executable, "-c", probes.program("path_info")],
+        input=json.dumps(args),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert probes.parse_output("path_info", proc.stdout, proc.stderr)["paths"] == local["paths"]
 
 

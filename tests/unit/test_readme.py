@@ -10,8 +10,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_module_reference_is_current():
-    proc = subprocess.run([sys.executable, "scripts/gen_module_docs.py", "--check"], cwd=REPO,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "scripts/gen_module_docs.py", "--check"], cwd=REPO, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout
 
 

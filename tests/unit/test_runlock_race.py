@@ -8,7 +8,7 @@ import os
 import threading
 import time
 
-from engine.probes import runlock as probe
+from engine.runlock import lockfile as probe
 
 
 def test_a_loser_never_reports_a_stale_or_empty_record_as_the_holder(tmp_path):

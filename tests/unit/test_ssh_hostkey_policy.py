@@ -9,8 +9,8 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from engine.connection.hostkeys import HostKeyError, check_host_key
-from engine.connection.sshopts import Endpoint
+from engine.connection.ssh.hostkeys import HostKeyError, check_host_key
+from engine.connection.ssh.options import Endpoint
 
 ENDPOINT = Endpoint("10.1.2.3", 2222, "ops")
 

@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from engine.connection.sshcommand import BecomeMarkers, command_line
-from engine.connection.sshopts import (
+from engine.connection.ssh.command import BecomeMarkers, command_line
+from engine.connection.ssh.options import (
     Endpoint,
     jump_from_common_args,
     options_from_host_vars,

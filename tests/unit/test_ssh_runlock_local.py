@@ -21,11 +21,11 @@ def test_local_lock_refuses_a_second_run_and_is_released(tmp_path: Path) -> None
     assert json.loads(Path(path).read_text())["owner"] == "first"
     with pytest.raises(runlock.RunLocked, match="first"):
         runlock.acquire(conn, "second", path=path, run_id="another-run")
-    runlock.release(conn, handle)
+    runlock.release(handle)
     assert Path(path).read_text() == ""
     second = runlock.acquire(conn, "second", path=path)
     assert second.warning is None
-    runlock.release(conn, second)
+    runlock.release(second)
 
 
 def test_local_lock_of_a_dead_holder_is_taken_over(tmp_path: Path) -> None:
@@ -36,7 +36,7 @@ def test_local_lock_of_a_dead_holder_is_taken_over(tmp_path: Path) -> None:
     handle.holder.close()
     taken = runlock.acquire(conn, "next", path=path)
     assert taken.warning and "crashed run" in taken.warning
-    runlock.release(conn, taken)
+    runlock.release(taken)
 
 
 def test_owner_description_names_user_controller_and_playbook() -> None:

@@ -7,7 +7,7 @@ same window only by chance. Real: the pump and its buffers.
 
 from __future__ import annotations
 
-from engine.connection.sshexec import pump
+from engine.connection.ssh.exec import pump
 
 
 class ExitedCommandChannel:

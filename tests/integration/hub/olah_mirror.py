@@ -33,33 +33,46 @@ def safetensors_bytes(name: str, payload_len: int) -> bytes:
     """A valid safetensors file: u64 header length, JSON header, tensor bytes."""
     seed = name.encode()
     data = (seed * (payload_len // len(seed) + 1))[:payload_len]
-    header = json.dumps({"weight": {"dtype": "U8", "shape": [payload_len],
-                                    "data_offsets": [0, payload_len]},
-                         "__metadata__": {"format": "pt"}}).encode()
+    header = json.dumps(
+        {
+            "weight": {"dtype": "U8", "shape": [payload_len], "data_offsets": [0, payload_len]},
+            "__metadata__": {"format": "pt"},
+        }
+    ).encode()
     header += b" " * (-len(header) % 8)
     return struct.pack("<Q", len(header)) + header + data
 
 
 def repo_files() -> dict[str, bytes]:
     files = {name: safetensors_bytes(name, size) for name, size in SHARDS.items()}
-    files["model.safetensors.index.json"] = (json.dumps({
-        "metadata": {"total_size": sum(SHARDS.values())},
-        "weight_map": {f"layers.{i}.weight": name for i, name in enumerate(SHARDS)},
-    }, indent=2) + "\n").encode()
-    files["config.json"] = (json.dumps({"architectures": ["LlamaForCausalLM"],
-                                        "model_type": "llama",
-                                        "num_attention_heads": 4}, indent=2) + "\n").encode()
+    files["model.safetensors.index.json"] = (
+        json.dumps(
+            {
+                "metadata": {"total_size": sum(SHARDS.values())},
+                "weight_map": {f"layers.{i}.weight": name for i, name in enumerate(SHARDS)},
+            },
+            indent=2,
+        )
+        + "\n"
+    ).encode()
+    files["config.json"] = (
+        json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_attention_heads": 4}, indent=2)
+        + "\n"
+    ).encode()
     return files
 
 
 def _git(repo: Path, *argv: str) -> str:
     return subprocess.run(
-        ["git", "-c", "user.name=rigger-tests", "-c", "user.email=tests@rigger.invalid",
-         *argv], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+        ["git", "-c", "user.name=rigger-tests", "-c", "user.email=tests@rigger.invalid", *argv],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
-def build_repo(mirror_root: Path, repo_id: str = REPO_ID,
-               files: dict[str, bytes] | None = None) -> str:
+def build_repo(mirror_root: Path, repo_id: str = REPO_ID, files: dict[str, bytes] | None = None) -> str:
     """Create the git repository olah serves; returns the commit sha."""
     if shutil.which("git-lfs") is None:
         raise RuntimeError("git-lfs is not installed: run scripts/ci/setup_hub.sh")
@@ -117,9 +130,13 @@ class OlahMirror:
             raise RuntimeError(f"{OLAH_CLI} missing: run scripts/ci/setup_hub.sh")
         log = open(self.workdir / "olah.log", "ab")  # noqa: SIM115 - owned by the process
         self.process = subprocess.Popen(
-            [str(OLAH_CLI), "-c", str(self._config())], cwd=self.workdir,
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True)
+            [str(OLAH_CLI), "-c", str(self._config())],
+            cwd=self.workdir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + timeout_s
         url = f"{self.endpoint}/api/models/{REPO_ID}/revision/main"
         while time.monotonic() < deadline:

@@ -36,19 +36,22 @@ PLAYBOOK = """\
 def rigger(playbook: Path, *extra: str) -> tuple[int, list[dict[str, Any]]]:
     done = subprocess.run(
         [sys.executable, "-m", "engine.cli", "run", str(playbook), "--output", "jsonl", *extra],
-        cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
-        env={**os.environ, "HF_TOKEN": "hf_cli_secret_token"})
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        env={**os.environ, "HF_TOKEN": "hf_cli_secret_token"},
+    )
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert "hf_cli_secret_token" not in done.stdout + done.stderr
     return done.returncode, events
 
 
-def test_check_then_download_then_ok_with_mirror_stopped(tmp_path: Path,
-                                                         mirror: OlahMirror) -> None:
+def test_check_then_download_then_ok_with_mirror_stopped(tmp_path: Path, mirror: OlahMirror) -> None:
     local_dir = tmp_path / "tiny"
     playbook = tmp_path / "model.yml"
-    playbook.write_text(PLAYBOOK.format(repo=REPO_ID, commit=mirror.commit,
-                                        local_dir=local_dir, python=sys.executable))
+    playbook.write_text(PLAYBOOK.format(repo=REPO_ID, commit=mirror.commit, local_dir=local_dir, python=sys.executable))
     rc, events = rigger(playbook, "--check")
     task = next(e for e in events if e.get("event") == "task_result")
     assert rc == 0 and task["status"] == "changed"

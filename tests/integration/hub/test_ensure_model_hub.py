@@ -23,7 +23,7 @@ from olah_mirror import REPO_ID, OlahMirror, repo_files
 from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
 from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
-from modules import ensure_model as mod
+from modules.checkpoints import ensure_model as mod
 
 pytestmark = pytest.mark.slow
 SHARD = "model-00001-of-00002.safetensors"
@@ -41,21 +41,28 @@ class RecordingConnection(LocalConnection):
         return super().run(argv, **kwargs)
 
 
-def contexts(progress: list[str] | None = None,
-             conn: LocalConnection | None = None) -> tuple[TaskContext, TaskContext]:
+def contexts(progress: list[str] | None = None, conn: LocalConnection | None = None) -> tuple[TaskContext, TaskContext]:
     scoped = ScopedConnection(conn or LocalConnection())
     sink = progress.append if progress is not None else (lambda _: None)
     run_ctx = TaskContext("localhost", scoped, {}, {}, progress=sink, timeout_s=120)
-    plan_ctx = TaskContext("localhost", scoped.planning(), {}, {}, progress=sink,
-                           timeout_s=120)
+    plan_ctx = TaskContext("localhost", scoped.planning(), {}, {}, progress=sink, timeout_s=120)
     return plan_ctx, run_ctx
 
 
 def args_for(local_dir: Path, **extra: Any) -> dict[str, Any]:
-    return {"repo_id": REPO_ID, "revision": "main", "local_dir": str(local_dir),
-            "allow_patterns": None, "ignore_patterns": None, "max_workers": 4,
-            "verify": "size", "python": sys.executable, "endpoint": None,
-            "reserve_free_mib": 1, **extra}
+    return {
+        "repo_id": REPO_ID,
+        "revision": "main",
+        "local_dir": str(local_dir),
+        "allow_patterns": None,
+        "ignore_patterns": None,
+        "max_workers": 4,
+        "verify": "size",
+        "python": sys.executable,
+        "endpoint": None,
+        "reserve_free_mib": 1,
+        **extra,
+    }
 
 
 def converge(args: dict[str, Any], conn: LocalConnection | None = None) -> Result | Unchanged:
@@ -106,8 +113,7 @@ def test_check_mode_lists_files_and_bytes_and_touches_nothing(tmp_path: Path) ->
     assert not local_dir.exists()
 
 
-def test_first_run_downloads_then_ok_offline_with_mirror_stopped(
-        tmp_path: Path, mirror: OlahMirror) -> None:
+def test_first_run_downloads_then_ok_offline_with_mirror_stopped(tmp_path: Path, mirror: OlahMirror) -> None:
     local_dir = tmp_path / "model"
     args = args_for(local_dir, revision=mirror.commit)
     progress: list[str] = []
@@ -191,8 +197,7 @@ def test_not_enough_disk_fails_before_downloading(tmp_path: Path) -> None:
     assert not local_dir.exists()
 
 
-def test_branch_revision_warns_and_reports_the_commit(tmp_path: Path,
-                                                      mirror: OlahMirror) -> None:
+def test_branch_revision_warns_and_reports_the_commit(tmp_path: Path, mirror: OlahMirror) -> None:
     result = converge(args_for(tmp_path / "model"))
     assert isinstance(result, Result)
     (warning,) = result.warnings
@@ -205,13 +210,15 @@ def test_allow_patterns_config_only_and_partial_shards(tmp_path: Path) -> None:
     assert isinstance(result, Result)
     assert sorted(result.data["downloaded"]) == ["config.json", "model.safetensors.index.json"]
     # Some shards but not all: a partial model is never ok.
-    with pytest.raises(TaskFailed, match=r"names model-00002-of-00002\.safetensors, which "
-                                         r"is not in the file set"):
+    with pytest.raises(
+        TaskFailed,
+        match=r"names model-00002-of-00002\.safetensors, which "
+        r"is not in the file set",
+    ):
         converge(args_for(tmp_path / "partial", allow_patterns=["*.json", "model-00001*"]))
 
 
-def test_token_never_in_argv_env_or_messages(tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_token_never_in_argv_env_or_messages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     token = "hf_rigger_test_token_do_not_leak"
     monkeypatch.setenv("HF_TOKEN", token)
     conn = RecordingConnection()
@@ -239,8 +246,7 @@ def test_interrupted_download_is_completed_on_the_next_run(tmp_path: Path, snaps
     local_dir = fresh_copy(snapshot, tmp_path)
     data = (local_dir / SHARD).read_bytes()
     (local_dir / SHARD).unlink()
-    partial = get_local_download_paths(local_dir, SHARD).incomplete_path(
-        hashlib.sha256(data).hexdigest())
+    partial = get_local_download_paths(local_dir, SHARD).incomplete_path(hashlib.sha256(data).hexdigest())
     partial.write_bytes(data[: len(data) // 3])
     plan_ctx, run_ctx = contexts()
     change = mod.plan(plan_ctx, args_for(local_dir))

@@ -13,7 +13,7 @@ import pytest
 import sshlab
 from sshlab import Lab
 
-from engine.connection.ssh import SSHConnection
+from engine.connection.ssh.connection import SSHConnection
 
 FLEET_ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
 
@@ -32,10 +32,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         server.stop()
 
 
-@pytest.fixture(params=["agent", "exec-channels"])
+@pytest.fixture(params=["remote", "exec-channels"])
 def conn(lab: Lab, request: pytest.FixtureRequest) -> Iterator[SSHConnection]:
     """A connection through the persistent remote python, and one without it."""
-    connection = lab.connect(ssh_remote_agent=request.param == "agent")
+    connection = lab.connect(ssh_remote_python=request.param == "remote")
     try:
         yield connection
     finally:

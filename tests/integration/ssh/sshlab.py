@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engine.connection.ssh import SSHConnection
+    from engine.connection.ssh.connection import SSHConnection
 
 SSHD = "/usr/sbin/sshd"
 SUDOERS_FILE = "/etc/sudoers.d/rigger-tests"
@@ -299,6 +299,6 @@ class Lab:
         return host_vars(self.sshd, self.client_key, self.known_hosts, **extra)
 
     def connect(self, host_name: str = "gpu1", **extra: object) -> SSHConnection:
-        from engine.connection.ssh import SSHConnection
+        from engine.connection.ssh.connection import SSHConnection
 
         return SSHConnection.from_host_vars(host_name, self.vars(**extra))

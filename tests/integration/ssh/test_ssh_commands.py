@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from engine.connection.base import ScopedConnection, TaskScope
-from engine.connection.ssh import SSHConnection
+from engine.connection.ssh.connection import SSHConnection
 from engine.errors import CommandFailed, TaskFailed, WriteRefused
 
 pytestmark = pytest.mark.slow

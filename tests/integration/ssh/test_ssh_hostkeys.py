@@ -13,8 +13,8 @@ import pytest
 import sshlab
 from sshlab import Lab
 
-from engine.connection.hostkeys import HostKeyError
-from engine.connection.ssh import SSHConnection
+from engine.connection.ssh.connection import SSHConnection
+from engine.connection.ssh.hostkeys import HostKeyError
 from engine.errors import HostUnreachable
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ import pytest
 import sshlab
 from sshlab import Lab
 
-from engine.connection.ssh import SSHConnection
+from engine.connection.ssh.connection import SSHConnection
 from engine.errors import HostUnreachable
 
 pytestmark = pytest.mark.slow

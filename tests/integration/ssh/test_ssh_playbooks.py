@@ -304,7 +304,7 @@ def test_unknown_host_key_in_a_playbook_is_unreachable_with_its_fingerprint(  # 
 
 def test_ctrl_c_ends_remote_commands_and_exits_99(lab, tmp_path, remote_tree) -> None:  # type: ignore[no-untyped-def]
     """SIGINT to a real `rigger run` over SSH: exit 99 soon, and the remote sleeps die
-    with the closed connections (the agent kills what it started)."""
+    with the closed connections (the remote python kills what it started)."""
     import os
     import signal
     import subprocess

@@ -44,13 +44,13 @@ def test_second_run_fails_at_once_naming_the_holder(lab: Lab) -> None:
         assert "alice: site.yml" in message and f"pid {os.getpid()}" in message
         assert isinstance(caught.value, HostUnreachable)
     finally:
-        runlock.release(first, handle)
+        runlock.release(handle)
         first.close()
     assert LOCK_FILE.read_text() == "", "a clean release leaves no record"
     again = runlock.acquire(second, "bob: site.yml")
     assert again.warning is None
-    runlock.release(second, again)
-    runlock.release(second, again)  # twice is harmless
+    runlock.release(again)
+    runlock.release(again)  # twice is harmless
     second.close()
 
 
@@ -62,7 +62,7 @@ def test_lock_of_a_killed_controller_is_taken_over_with_a_warning(lab: Lab, tmp_
             import sys, time
             sys.path.insert(0, {str(Path(__file__).parent)!r})
             from sshlab import host_vars, Sshd
-            from engine.connection.ssh import SSHConnection
+            from engine.connection.ssh.connection import SSHConnection
             from engine import runlock
             conn = SSHConnection.from_host_vars("gpu1", {lab.vars()!r})
             runlock.acquire(conn, "doomed run")
@@ -84,7 +84,7 @@ def test_lock_of_a_killed_controller_is_taken_over_with_a_warning(lab: Lab, tmp_
         handle = _acquire_eventually(conn, "next run")
         assert handle.warning is not None
         assert "took over the run lock" in handle.warning and "doomed run" in handle.warning
-        runlock.release(conn, handle)
+        runlock.release(handle)
     finally:
         conn.close()
 
@@ -99,8 +99,8 @@ def test_lock_whose_holder_process_died_is_taken_over(lab: Lab) -> None:
         time.sleep(0.2)
         with pytest.raises(HostUnreachable, match="no longer locked"):
             first.run(["true"])  # the run that lost its lock must not go on silently
-        runlock.release(second, taken)
-        runlock.release(first, handle)
+        runlock.release(taken)
+        runlock.release(handle)
     finally:
         first.close()
         second.close()
@@ -113,7 +113,7 @@ def test_heartbeat_keeps_a_short_stale_window_alive(lab: Lab) -> None:
         time.sleep(2.0)
         with pytest.raises(runlock.RunLocked, match="long run"):
             runlock.acquire(second, "impatient run", run_id=OTHER_RUN)
-        runlock.release(first, handle)
+        runlock.release(handle)
     finally:
         first.close()
         second.close()
@@ -136,11 +136,11 @@ def test_this_run_reaching_one_machine_under_two_names_shares_its_lock(lab: Lab)
         handle = runlock.acquire(first, "one run")
         shared = runlock.acquire(alias, "one run")
         assert shared.shared and shared.warning is None
-        runlock.release(alias, shared)
+        runlock.release(shared)
         with pytest.raises(runlock.RunLocked, match="one run"):
             runlock.acquire(alias, "another run", run_id=OTHER_RUN)
-        runlock.release(first, handle)
-        runlock.release(alias, runlock.acquire(alias, "another run", run_id=OTHER_RUN))
+        runlock.release(handle)
+        runlock.release(runlock.acquire(alias, "another run", run_id=OTHER_RUN))
     finally:
         first.close()
         alias.close()
@@ -155,7 +155,7 @@ def test_lock_is_dropped_when_the_controller_goes_silent(lab: Lab) -> None:
         handle._stop.set()  # heartbeat thread ends; the connection itself stays open
         taken = _acquire_eventually(second, "next run", run_id=OTHER_RUN)
         assert taken.warning and "frozen run" in taken.warning
-        runlock.release(second, taken)
+        runlock.release(taken)
     finally:
         first.close()
         second.close()
@@ -164,7 +164,7 @@ def test_lock_is_dropped_when_the_controller_goes_silent(lab: Lab) -> None:
 def test_a_holder_that_cannot_start_says_why(lab: Lab) -> None:
     """A host whose python cannot run: the failure names the host's own error, not a
     closed socket (real sshd; the interpreter path simply does not exist there)."""
-    conn = lab.connect("gpu1", ansible_python_interpreter="/nonexistent/python3", ssh_remote_agent=False)
+    conn = lab.connect("gpu1", ansible_python_interpreter="/nonexistent/python3", ssh_remote_python=False)
     try:
         with pytest.raises(HostUnreachable) as caught:
             runlock.acquire(conn, "alice: site.yml")

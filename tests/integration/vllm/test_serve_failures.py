@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from vllmkit import alive, free_port, live_session_members, plan_only, require_vllm, run_module, wait_until
 
-import modules.serve_vllm as serve_vllm
+import modules.serving.serve_vllm as serve_vllm
 from engine.errors import TaskFailed
 
 pytestmark = pytest.mark.slow

@@ -30,9 +30,9 @@ from vllmkit import (
     wait_until,
 )
 
-import modules.check_serving as check_serving
-import modules.patch_quant_config as patch_quant_config
-import modules.serve_vllm as serve_vllm
+import modules.checkpoints.patch_quant_config as patch_quant_config
+import modules.serving.check_serving as check_serving
+import modules.serving.serve_vllm as serve_vllm
 from engine.errors import TaskFailed
 from engine.module_api import Change, Unchanged
 

@@ -32,8 +32,8 @@ from vllmkit import (
     wait_until,
 )
 
-import modules.serve_vllm as serve_vllm
-from engine.connection.ssh import SSHConnection
+import modules.serving.serve_vllm as serve_vllm
+from engine.connection.ssh.connection import SSHConnection
 from engine.errors import TaskFailed
 from engine.module_api import Change, Unchanged
 

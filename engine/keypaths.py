@@ -1,0 +1,28 @@
+"""JSON documents compared as key paths: what a patch changed, what a plan shows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def keypath_diff(before: Any, after: Any, prefix: str = "") -> list[str]:
+    """Lines like ``- a.b`` (removed), ``+ a.c`` (added), ``~ a.d`` (value changed)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        lines: list[str] = []
+        for key in before:
+            path = f"{prefix}{key}"
+            if key not in after:
+                lines.append(f"- {path}")
+            else:
+                lines.extend(keypath_diff(before[key], after[key], f"{path}."))
+        lines.extend(f"+ {prefix}{key}" for key in after if key not in before)
+        return lines
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        return [
+            line
+            for index, (old, new) in enumerate(zip(before, after, strict=True))
+            for line in keypath_diff(old, new, f"{prefix}{index}.")
+        ]
+    if before == after and type(before) is type(after):
+        return []
+    return [f"~ {prefix.rstrip('.')}"]

@@ -1,1 +1,0 @@
-"""Helpers for the model modules: JSON edits, manifests, safetensors checks, compat rules."""

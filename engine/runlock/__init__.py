@@ -1,0 +1,209 @@
+"""The per-host run lock: one rigger run at a time on a host.
+
+Everything about it lives in this package: ``acquire``/``release`` here, the holders
+(``holders.py``), the host-side flock code (``lockfile.py``) and the run's per-machine
+bookkeeping (``hostlocks.py``). A connection takes the lock through its
+``hold_run_lock`` method, which picks the holder its transport supports.
+
+``acquire(conn, owner)`` starts a small holder process ON the host (over the run's SSH
+connection, or as a local child) that takes ``flock`` on ``~/.cache/rigger/run.lock``
+(of the login user) and writes who holds it: owner, controller host and pid, start time,
+holder pid. The holder keeps the lock until ``release`` or until its stdin closes, which
+happens when the controller dies or its SSH connection drops; it also gives up when the
+controller's heartbeat stops for ``stale_after_s``. So a lock never outlives its run:
+
+- a second run fails at once with ``RunLocked`` naming the holder;
+- a record whose holder is gone (flock free) is a dead run: it is taken over and the
+  handle carries a warning saying whose lock was replaced;
+- a lock held by this very run (two inventory names for one machine and login user) is
+  shared, not refused: the handle is marked ``shared`` and its release does nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from engine.errors import HostUnreachable
+
+if TYPE_CHECKING:
+    from engine.connection.base import Connection
+
+DEFAULT_LOCK_PATH = "~/.cache/rigger/run.lock"
+HEARTBEAT_S = 10.0
+STALE_AFTER_S = 60.0
+ANSWER_TIMEOUT_S = 15.0
+READY = "rigger-runlock "
+RUN_ID = uuid.uuid4().hex  # this controller process; tells "our own lock" from another run's
+_RECORD_KEYS = (
+    "owner",
+    "controller_host",
+    "controller_pid",
+    "started_at",
+    "holder_pid",
+    "user",
+)
+
+_HOLDER = r"""
+import json, select, sys
+%(probe)s
+args = json.loads(sys.stdin.readline())
+answer = acquire(args)
+fd = answer.pop("fd", None)
+sys.stdout.write(%(ready)r + json.dumps(answer) + "\n")
+sys.stdout.flush()
+if fd is not None:
+    stdin = sys.stdin.fileno()
+    buffered = b""
+    while True:
+        ready, _, _ = select.select([stdin], [], [], args["stale_after_s"])
+        chunk = os.read(stdin, 4096) if ready else b""
+        if not chunk:
+            break  # controller gone (EOF) or silent too long: keep the record, drop the lock
+        buffered += chunk
+        if b"release\n" in buffered:
+            release(fd)
+            sys.stdout.write("released\n")
+            sys.stdout.flush()
+            break
+"""
+
+
+class RunLocked(HostUnreachable):
+    """Another rigger run holds this host's run lock; the host is left untouched."""
+
+
+class LockHolder(Protocol):
+    """The process (or remote python) that keeps a host's lock: heartbeat, release, close."""
+
+    def send(self, data: bytes) -> None: ...
+    def read_line(self, timeout_s: float) -> str: ...
+    def close(self) -> None: ...
+
+
+@dataclass
+class LockHandle:
+    host_name: str
+    path: str
+    record: dict[str, Any]
+    warning: str | None
+    holder: LockHolder | None = field(repr=False)
+    released: bool = False
+    shared: bool = False
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+
+
+def owner_description(playbook_path: str) -> str:
+    """What the lock records as its owner: who runs which playbook from where."""
+    import getpass
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()}: rigger run {os.path.abspath(playbook_path)}"
+
+
+def lockfile_source() -> str:
+    """The host-side lock code (``lockfile.py``), sent to the host as text."""
+    return (Path(__file__).parent / "lockfile.py").read_text(encoding="utf-8")
+
+
+def holder_program() -> str:
+    """The holder process's program: ``python -c PROGRAM``; its first stdin line is the request."""
+    return _HOLDER % {"probe": lockfile_source(), "ready": READY}
+
+
+def acquire(
+    conn: Connection,
+    owner_description: str,
+    *,
+    path: str = DEFAULT_LOCK_PATH,
+    stale_after_s: float = STALE_AFTER_S,
+    run_id: str = RUN_ID,
+) -> LockHandle:
+    """Take the host's run lock or raise ``RunLocked`` naming the holder. Never waits."""
+    host = conn.host_name
+    record = {
+        "owner": owner_description,
+        "controller_host": socket.gethostname(),
+        "controller_pid": os.getpid(),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "run_id": run_id,
+    }
+    request = {"path": path, "record": record, "stale_after_s": stale_after_s}
+    holder, answer = conn.hold_run_lock(request)
+    if not answer["acquired"]:
+        holder.close()
+        if (answer.get("holder") or {}).get("run_id") == run_id:
+            return LockHandle(host, answer["path"], answer["holder"], None, None, shared=True)
+        raise RunLocked(f"{host}: {describe_holder(answer['holder'], answer['path'])}")
+    handle = LockHandle(host, answer["path"], answer["record"], _takeover(host, answer), holder)
+    _start_heartbeat(handle, min(HEARTBEAT_S, stale_after_s / 4))
+    return handle
+
+
+def release(handle: LockHandle) -> None:
+    """Give the lock back and clear its record. Safe to call twice."""
+    if handle.released or handle.holder is None:
+        handle.released = True
+        return
+    handle.released = True
+    handle._stop.set()
+    try:
+        handle.holder.send(b"release\n")
+        handle.holder.read_line(ANSWER_TIMEOUT_S)
+    except (OSError, EOFError, TimeoutError, HostUnreachable):
+        pass  # the holder is gone already: the lock went with it
+    finally:
+        handle.holder.close()
+
+
+def describe_holder(holder: dict[str, Any] | None, path: str) -> str:
+    if not holder:
+        return f"the run lock {path} is held by a run that left no record"
+    shown = {key: holder.get(key, "?") for key in _RECORD_KEYS}
+    return (
+        f"another rigger run holds the run lock {path}: {shown['owner']} "
+        f"(controller {shown['controller_host']} pid {shown['controller_pid']}, "
+        f"started {shown['started_at']}, holder pid {shown['holder_pid']} as {shown['user']})"
+    )
+
+
+def _takeover(host: str, answer: dict[str, Any]) -> str | None:
+    previous = answer.get("previous")
+    if not previous:
+        return None
+    return (
+        f"{host}: took over the run lock {answer['path']} left by a run that is gone: "
+        f"{previous.get('owner', '?')} (controller {previous.get('controller_host', '?')} "
+        f"pid {previous.get('controller_pid', '?')}, started {previous.get('started_at', '?')})"
+    )
+
+
+def read_answer(host: str, line: str) -> dict[str, Any]:
+    if not line.startswith(READY):
+        raise HostUnreachable(f"{host}: the run-lock holder did not start: {line.strip()[:300]}")
+    answer: dict[str, Any] = json.loads(line[len(READY) :])
+    return answer
+
+
+def _start_heartbeat(handle: LockHandle, every_s: float) -> None:
+    holder = handle.holder
+    assert holder is not None
+
+    def beat() -> None:
+        while not handle._stop.wait(every_s):
+            try:
+                holder.send(b"ping\n")
+            except (OSError, EOFError, HostUnreachable):
+                return
+
+    threading.Thread(target=beat, name=f"runlock-{handle.host_name}", daemon=True).start()

@@ -1,0 +1,158 @@
+"""Preflight: will vLLM serve this model on this host's GPUs? Read-only; runs in check mode.
+
+Reads the model directory's `config.json` (architecture, MLA = `kv_lora_rank` set in
+`text_config` or at the top level, attention heads), the quantization block vLLM acts on
+(config.json's `quantization_config`, else `hf_quant_config.json`) and its declared KV-cache
+dtype, `total_size` from `model.safetensors.index.json`, the host's GPU facts (compute
+capability, count, memory) and the vLLM installed for `vllm_python` (version, and whether
+its TRITON_MLA backend accepts an FP8 KV cache - read from its source, nothing imported).
+
+The rules live in `modules/checkpoints/compat_rules.yml`, each with its reason, fix and citation.
+`data.findings` lists every finding (register it and branch with `when`);
+`data.compatible` is false when any finding is `incompatible`. `fail_on: incompatible`
+(default) fails the task on such a finding, `warning` also on warnings, `never` never.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Mapping
+from typing import Any
+
+from engine.module_api import ProbeError, TaskContext, TaskFailed, Unchanged
+from modules.checkpoints import compat, modelinfo
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["model"],
+    "properties": {
+        "model": {"type": "string", "description": "The model directory on the host."},
+        "tensor_parallel_size": {
+            "type": "integer",
+            "minimum": 1,
+            "default": 1,
+            "description": "The tensor parallel size vLLM will be started with.",
+        },
+        "gpu_memory_utilization": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": 1,
+            "default": 0.9,
+            "description": "The fraction of each GPU's memory vLLM may use (vLLM's option).",
+        },
+        "kv_cache_dtype": {
+            "type": "string",
+            "default": "auto",
+            "description": "The --kv-cache-dtype vLLM will get; `auto` takes the checkpoint's.",
+        },
+        "fail_on": {
+            "type": "string",
+            "enum": ["incompatible", "warning", "never"],
+            "default": "incompatible",
+            "description": "Fail the task on incompatible findings, on warnings too, or never.",
+        },
+        "vllm_python": {
+            "type": "string",
+            "default": "python3",
+            "description": "The host's Python interpreter that vLLM is installed for.",
+        },
+        "vllm_version": {
+            "type": ["string", "null"],
+            "default": None,
+            "description": "Take this vLLM version instead of looking on the host.",
+        },
+        "triton_mla_fp8": {
+            "type": ["boolean", "null"],
+            "default": None,
+            "description": "Whether vLLM's TRITON_MLA accepts an FP8 KV cache, instead of "
+            "reading it from the installed vLLM's source.",
+        },
+    },
+}
+
+MODEL_FILES = ("config.json", "hf_quant_config.json", "model.safetensors.index.json")
+
+
+def _read_json(ctx: TaskContext, path: str, required: bool) -> Any:
+    try:
+        data = ctx.conn.read_file(path)
+    except OSError as exc:
+        raise TaskFailed(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if data is None:
+        if required:
+            raise TaskFailed(f"{path} does not exist: is {posixpath.dirname(path)} a model?")
+        return None
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TaskFailed(f"{path} is not valid JSON: {exc}") from exc
+
+
+def _vllm_probe(ctx: TaskContext, python: str) -> dict[str, Any]:
+    try:
+        return ctx.conn.run_probe_under(python, "model_vllm_info")
+    except ProbeError as exc:
+        return {"installed": False, "python": python, "error": str(exc)}
+
+
+def vllm_facts(ctx: TaskContext, args: Mapping[str, Any]) -> dict[str, Any]:
+    if args["vllm_version"]:
+        info: dict[str, Any] = {
+            "installed": True,
+            "version": args["vllm_version"],
+            "python": "(given)",
+            "triton_mla_fp8": None,
+        }
+    else:
+        info = _vllm_probe(ctx, args["vllm_python"])
+    if args["triton_mla_fp8"] is not None:
+        info["triton_mla_fp8"] = args["triton_mla_fp8"]
+    return {
+        f"vllm.{key}": info.get(key)
+        for key in ("installed", "version", "distribution", "python", "triton_mla_fp8", "error")
+    }
+
+
+def gather_facts(ctx: TaskContext, args: Mapping[str, Any]) -> dict[str, Any]:
+    config, hf_quant, index = (
+        _read_json(ctx, posixpath.join(args["model"], name), name == "config.json") for name in MODEL_FILES
+    )
+    model = modelinfo.model_facts(config, hf_quant, index)
+    model.update(modelinfo.effective_kv(model, args["kv_cache_dtype"]))
+    gpu = modelinfo.gpu_facts(ctx.facts.get("gpus") or [])
+    serve = modelinfo.serve_facts(
+        model, gpu, args["tensor_parallel_size"], args["gpu_memory_utilization"], args["kv_cache_dtype"]
+    )
+    return {**model, **gpu, **serve, **vllm_facts(ctx, args)}
+
+
+def _fails(fail_on: str, found: list[compat.Finding]) -> list[compat.Finding]:
+    severities = {"incompatible": ("incompatible",), "warning": compat.SEVERITIES, "never": ()}[fail_on]
+    return [f for f in found if f.severity in severities]
+
+
+def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Unchanged:
+    try:
+        rules = compat.load_rules()
+    except (OSError, compat.RuleError) as exc:
+        raise TaskFailed(f"compatibility rules unreadable: {exc}") from exc
+    facts = gather_facts(ctx, args)
+    found = compat.findings(rules, facts)
+    compatible = not any(f.severity == "incompatible" for f in found)
+    data = {"compatible": compatible, "findings": [f.as_data() for f in found], "facts": facts}
+    failing = _fails(args["fail_on"], found)
+    if failing:
+        raise TaskFailed("; ".join(f"[{f.id}] {f.message}" for f in failing), data)
+    summary = (
+        f"{facts['model.architecture']} with TP {args['tensor_parallel_size']} on "
+        f"{facts['gpu.count']} GPU(s) (SM {facts['gpu.sm']}), vLLM "
+        f"{facts['vllm.version'] or 'not found'}"
+    )
+    verdict = "compatible" if compatible else "INCOMPATIBLE"
+    return Unchanged(
+        msg=f"{verdict}: {summary}; {len(found)} finding(s)",
+        data=data,
+        warnings=tuple(f"[{f.id}] {f.message}" for f in found),
+    )

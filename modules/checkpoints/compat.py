@@ -1,0 +1,174 @@
+"""Serving-compatibility rules: named facts in, findings out.
+
+The rules live in ``modules/checkpoints/compat_rules.yml``. A condition is data, never code:
+``{fact: NAME, OP: VALUE}`` (OP in eq ne lt le gt ge in not_in; VALUE a literal or
+``{fact: OTHER}``), combined with ``all`` / ``any`` / ``not``. A comparison with an
+unknown (null) fact is false, except ``eq: null``. Facts are flat dotted names:
+
+- ``model.*``: architecture, model_type, is_mla, kv_lora_rank, attention_heads,
+  quant_method, quant_algo, kv_cache_dtype, kv_cache_fp8 (what vLLM will use),
+  checkpoint_kv_cache_fp8 (what the checkpoint declares), kv_cache_source,
+  weights_bytes, weights_gib
+- ``gpu.*``: count, sm, sm_major, min_memory_mib, min_memory_gib, names
+- ``serve.*``: tensor_parallel_size, gpu_memory_utilization, usable_bytes, usable_gib,
+  weights_fraction, weights_percent, heads_remainder, kv_cache_dtype
+- ``vllm.*``: installed, version, distribution, python, triton_mla_fp8
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+RULES_FILE = Path(__file__).resolve().parent / "compat_rules.yml"
+SEVERITIES = ("incompatible", "warning")
+_OPS: dict[str, Callable[[Any, Any], bool]] = {
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
+    "in": lambda left, right: left in right,
+    "not_in": lambda left, right: left not in right,
+}
+_PLACEHOLDER = re.compile(r"\{([a-z_]+(?:\.[a-z_]+)*)\}")
+GIB = 2**30
+
+
+class RuleError(ValueError):
+    """The rules file is malformed."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    severity: str
+    when: Mapping[str, Any]
+    reason: str
+    fix: str
+    citation: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    severity: str
+    message: str
+    reason: str
+    fix: str
+    detail: str
+    citation: str
+
+    def as_data(self) -> dict[str, str]:
+        return {
+            "id": self.id,
+            "severity": self.severity,
+            "message": self.message,
+            "reason": self.reason,
+            "fix": self.fix,
+            "detail": self.detail,
+            "citation": self.citation,
+        }
+
+
+def _check_condition(cond: Any, rule_id: str) -> None:
+    if not isinstance(cond, dict) or not cond:
+        raise RuleError(f"rule {rule_id}: a condition must be a mapping")
+    if "all" in cond or "any" in cond:
+        parts = cond.get("all", cond.get("any"))
+        if len(cond) != 1 or not isinstance(parts, list):
+            raise RuleError(f"rule {rule_id}: all/any take a list and nothing else")
+        for part in parts:
+            _check_condition(part, rule_id)
+        return
+    if "not" in cond:
+        _check_condition(cond["not"], rule_id)
+        return
+    ops = [key for key in cond if key != "fact"]
+    if "fact" not in cond or len(ops) != 1 or ops[0] not in _OPS:
+        raise RuleError(f"rule {rule_id}: expected {{fact: NAME, OP: VALUE}}, got {cond}")
+
+
+def parse_rules(document: Any) -> tuple[Rule, ...]:
+    if not isinstance(document, dict) or not isinstance(document.get("rules"), list):
+        raise RuleError("the rules file needs a top-level 'rules' list")
+    rules: list[Rule] = []
+    for raw in document["rules"]:
+        try:
+            rule = Rule(**raw)
+        except TypeError as exc:
+            raise RuleError(f"rule {raw.get('id', '?')}: {exc}") from exc
+        if rule.severity not in SEVERITIES:
+            raise RuleError(f"rule {rule.id}: severity must be one of {SEVERITIES}")
+        _check_condition(rule.when, rule.id)
+        rules.append(rule)
+    ids = [rule.id for rule in rules]
+    if len(set(ids)) != len(ids):
+        raise RuleError("rule ids must be unique")
+    return tuple(rules)
+
+
+@cache
+def load_rules(path: Path = RULES_FILE) -> tuple[Rule, ...]:
+    return parse_rules(yaml.safe_load(path.read_text(encoding="utf-8")))
+
+
+def _operand(value: Any, facts: Mapping[str, Any]) -> Any:
+    if isinstance(value, dict) and set(value) == {"fact"}:
+        return facts.get(value["fact"])
+    return value
+
+
+def evaluate(cond: Mapping[str, Any], facts: Mapping[str, Any]) -> bool:
+    if "all" in cond:
+        return all(evaluate(part, facts) for part in cond["all"])
+    if "any" in cond:
+        return any(evaluate(part, facts) for part in cond["any"])
+    if "not" in cond:
+        return not evaluate(cond["not"], facts)
+    (op,) = (key for key in cond if key != "fact")
+    left = facts.get(cond["fact"])
+    right = _operand(cond[op], facts)
+    if left is None or right is None:
+        return op == "eq" and left is None and right is None
+    try:
+        return bool(_OPS[op](left, right))
+    except TypeError:
+        return False
+
+
+def render(template: str, facts: Mapping[str, Any]) -> str:
+    def value(match: re.Match[str]) -> str:
+        found = facts.get(match.group(1))
+        return "unknown" if found is None else str(found)
+
+    return " ".join(_PLACEHOLDER.sub(value, template).split())
+
+
+def findings(rules: tuple[Rule, ...], facts: Mapping[str, Any]) -> list[Finding]:
+    found = []
+    for rule in rules:
+        if not evaluate(rule.when, facts):
+            continue
+        reason, fix = render(rule.reason, facts), render(rule.fix, facts)
+        found.append(
+            Finding(
+                id=rule.id,
+                severity=rule.severity,
+                message=f"{reason}; {fix}",
+                reason=reason,
+                fix=fix,
+                detail=render(rule.detail, facts),
+                citation=render(rule.citation, {}),
+            )
+        )
+    return found

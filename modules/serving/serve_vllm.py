@@ -1,0 +1,472 @@
+"""Keep a vLLM OpenAI-compatible server running (or stopped) with exactly the declared spec.
+
+The server runs detached in its own session (setsid), stdin from /dev/null, output to a
+log file, so it survives the SSH connection and rigger exiting. A state file on the host
+records pid, process start time, session id, spec hash, argv, port and log path.
+
+The spec hash covers the argv, the environment (the API key only as a hash) and the
+contents of the model's `config.json` and `hf_quant_config.json`: running, healthy and
+the same hash is `ok`; anything else restarts it, with the old and new argv/env as diffs.
+After a start, readiness is checked ON the host in stages (`/health` 200, `/v1/models`
+lists the served name, a one-token completion) with the phase read from the log; a
+fatal log line or the process exiting fails the task within seconds, quoting the line.
+
+`stopped` ends the whole session (API server, EngineCore, workers, orphans included:
+SIGTERM, then SIGKILL) and waits until the port is free. A port held by a process rigger
+did not start is a clear failure naming it; rigger never kills it.
+The API key travels only in the launch environment (`VLLM_API_KEY`), named by
+`api_key_env` (a variable of the environment rigger runs in): never in argv or output.
+`inspected` changes nothing: registered, it tells later tasks (`when:`) whether the
+server already runs healthy with this spec, so a play can skip its GPU clean-up then
+(playbooks/kimi_k25_nvfp4.yml does).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from engine.module_api import (
+    Change,
+    Diff,
+    ProbeError,
+    Result,
+    ScopedConnection,
+    TaskContext,
+    TaskFailed,
+    Unchanged,
+    content_digest,
+)
+from modules.serving import session as sessions
+from modules.serving.spec import LaunchSpec, build_spec, config_paths, served_name
+from modules.serving.waiting import WaitTarget, wait_ready
+
+ANY_ADDRESS = ("0.0.0.0", "::", "")
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name", "model"],
+    "properties": {
+        "name": {
+            "type": "string",
+            "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+            "description": "Name of this server on the host; names its state and log files.",
+        },
+        "model": {
+            "type": "string",
+            "description": "Model directory on the host (absolute path: its config files "
+            "are part of the spec hash) or a hub id.",
+        },
+        "served_model_name": {
+            "type": ["string", "null"],
+            "default": None,
+            "description": "Model id clients use (--served-model-name); default: `model`.",
+        },
+        "host": {
+            "type": "string",
+            "default": "127.0.0.1",
+            "description": "Address to bind (--host). 0.0.0.0 exposes the server to every "
+            "network the host is on and warns.",
+        },
+        "port": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 65535,
+            "default": 8000,
+            "description": "TCP port (--port).",
+        },
+        "tensor_parallel_size": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "default": None,
+            "description": "GPUs per model replica (--tensor-parallel-size).",
+        },
+        "pipeline_parallel_size": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "default": None,
+            "description": "Pipeline stages (--pipeline-parallel-size).",
+        },
+        "dtype": {
+            "type": ["string", "null"],
+            "default": None,
+            "description": "Weights/activations dtype (--dtype): auto, bfloat16, float16...",
+        },
+        "kv_cache_dtype": {
+            "type": ["string", "null"],
+            "default": None,
+            "description": "KV cache dtype (--kv-cache-dtype): auto, fp8, bfloat16...",
+        },
+        "gpu_memory_utilization": {
+            "type": ["number", "null"],
+            "exclusiveMinimum": 0,
+            "maximum": 1,
+            "default": None,
+            "description": "Fraction of GPU memory vLLM may use (--gpu-memory-utilization); "
+            "on the CPU build, the fraction of RAM for the KV cache.",
+        },
+        "max_model_len": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "default": None,
+            "description": "Context length (--max-model-len).",
+        },
+        "trust_remote_code": {
+            "type": "boolean",
+            "default": False,
+            "description": "Allow the checkpoint's own Python code (--trust-remote-code).",
+        },
+        "attention_backend": {
+            "type": ["string", "null"],
+            "default": None,
+            "description": "Force an attention backend (--attention-backend), e.g. TRITON_MLA.",
+        },
+        "extra_args": {
+            "type": "array",
+            "items": {"type": ["string", "number"]},
+            "default": [],
+            "description": "More vLLM flags, appended as given (never --api-key).",
+        },
+        "env": {
+            "type": "object",
+            "additionalProperties": {"type": ["string", "number", "boolean"]},
+            "default": {},
+            "description": "Environment variables for the server (shown in diffs).",
+        },
+        "api_key_env": {
+            "type": ["string", "null"],
+            "default": None,
+            "description": "Name of a variable in rigger's environment holding the API key; "
+            "passed to vLLM as VLLM_API_KEY, never in argv or output.",
+        },
+        "launcher": {
+            "type": "string",
+            "default": "vllm",
+            "description": "`vllm` (runs `vllm serve MODEL`), a path to a vllm executable, "
+            "or a python interpreter (runs `PYTHON -m vllm.entrypoints.openai.api_server "
+            "--model MODEL`; chosen when the file name starts with `python`).",
+        },
+        "state": {
+            "type": "string",
+            "enum": ["started", "stopped", "restarted", "inspected"],
+            "default": "started",
+            "description": "`started`: running with this spec; `stopped`: not running; "
+            "`restarted`: restart now; `inspected`: change nothing, only report (for "
+            "`register` and `when`) whether the recorded server runs, is healthy and runs "
+            "this spec (`data.healthy`, `data.same_spec`).",
+        },
+        "ready_timeout_s": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 1800,
+            "description": "Seconds to wait for the three readiness stages after a start.",
+        },
+        "stop_timeout_s": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 30,
+            "description": "Seconds between SIGTERM and SIGKILL when stopping.",
+        },
+        "state_dir": {
+            "type": "string",
+            "default": "~/.local/state/rigger/vllm",
+            "description": "Directory on the host for NAME.json (the state file) and, "
+            "unless log_path is set, NAME.log.",
+        },
+        "log_path": {
+            "type": ["string", "null"],
+            "default": None,
+            "description": "The server's log file on the host; default STATE_DIR/NAME.log.",
+        },
+    },
+}
+
+
+def _state_path(args: Mapping[str, Any]) -> str:
+    return posixpath.join(args["state_dir"], f"{args['name']}.json")
+
+
+def _log_path(args: Mapping[str, Any]) -> str:
+    return args["log_path"] or posixpath.join(args["state_dir"], f"{args['name']}.log")
+
+
+def _probe_host(args: Mapping[str, Any]) -> str:
+    host = str(args["host"])
+    return "127.0.0.1" if host in ANY_ADDRESS else host
+
+
+def _base_url(args: Mapping[str, Any]) -> str:
+    host = _probe_host(args)
+    return f"http://{f'[{host}]' if ':' in host else host}:{args['port']}"
+
+
+def _read_spec(conn: ScopedConnection, args: Mapping[str, Any]) -> LaunchSpec:
+    files = {name: conn.read_file(path) for name, path in config_paths(args["model"]).items()}
+    return build_spec(args, files, os.environ)
+
+
+def _lines_diff(label: str, before: list[str], after: list[str]) -> Diff:
+    def text(lines: list[str]) -> str:
+        return "".join(line + "\n" for line in lines)
+
+    return Diff(label, text(before), text(after))
+
+
+def argv_lines(argv: list[str]) -> list[str]:
+    """One line per flag (``--port 8000``), so a diff shows which flag changed."""
+    lines: list[str] = []
+    for item in argv:
+        if item.startswith("-") or not lines or not lines[-1].startswith("-"):
+            lines.append(item)
+        else:
+            lines[-1] += " " + item
+    return lines
+
+
+def _spec_diffs(record: Mapping[str, Any] | None, spec: LaunchSpec) -> tuple[Diff, ...]:
+    old = record or {}
+    old_env = {**old.get("env", {}), **{k: "<secret>" for k in old.get("secret_env_names", [])}}
+    diffs = [
+        _lines_diff("vLLM argv", argv_lines(old.get("argv", [])), argv_lines(list(spec.argv))),
+        _lines_diff(
+            "vLLM env",
+            [f"{k}={v}" for k, v in sorted(old_env.items())],
+            [f"{k}={v}" for k, v in sorted(spec.shown_env().items())],
+        ),
+    ]
+    if spec.config_digests or old.get("config_sha256"):
+        diffs.append(
+            _lines_diff(
+                "model config files (sha256)",
+                [f"{k} {v}" for k, v in sorted(old.get("config_sha256", {}).items())],
+                [f"{k} {v}" for k, v in sorted(spec.config_digests.items())],
+            )
+        )
+    return tuple(d for d in diffs if d.before != d.after)
+
+
+def _check_port(conn: ScopedConnection, args: Mapping[str, Any], status: sessions.ServerStatus) -> None:
+    strict = status.record is None  # no server of ours could be the invisible holder
+    taken = sessions.foreign_listener(conn, int(args["port"]), status.session_pids, strict)
+    if taken is not None:
+        raise TaskFailed(sessions.port_taken_message(int(args["port"]), taken), {"port": args["port"]})
+
+
+def _processes_fingerprint(status: sessions.ServerStatus) -> dict[str, str]:
+    return {
+        f"process:{p['pid']}": f"start_time {p.get('start_time')}: {sessions.describe_process(p)}"
+        for p in status.session
+    }
+
+
+def _launcher_python(launcher: str) -> str | None:
+    """The interpreter the launcher runs vLLM with, when the launcher says which."""
+    if posixpath.basename(launcher).startswith("python"):
+        return launcher
+    if launcher.startswith("/"):
+        return posixpath.join(posixpath.dirname(launcher), "python")
+    return None
+
+
+def _package_fingerprint(ctx: TaskContext, launcher: str) -> dict[str, str]:
+    """The vLLM version that would start: an upgrade since the review changes what runs."""
+    python = _launcher_python(launcher)
+    if python is None:
+        return {}
+    try:
+        answer = ctx.conn.run_probe_under(python, "model_vllm_info")
+    except ProbeError as exc:
+        return {"package:vllm": f"unreadable ({exc})"}
+    name = answer.get("distribution") or "vllm"
+    return {f"package:{name}": str(answer.get("version") or "absent")}
+
+
+def _start_fingerprint(
+    ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec, status: sessions.ServerStatus
+) -> dict[str, str]:
+    files = config_paths(args["model"])
+    return {
+        "spec_hash": spec.spec_hash(),
+        "argv": content_digest("\0".join(spec.argv).encode()),
+        **{f"file:{files[name]}": digest for name, digest in spec.config_digests.items() if name in files},
+        **_processes_fingerprint(status),
+        **_package_fingerprint(ctx, str(args["launcher"])),
+    }
+
+
+def _plan_stop(status: sessions.ServerStatus) -> Change | Unchanged:
+    if not status.session:
+        return Unchanged(f"not running ({status.describe()})")
+    procs = "\n".join(sessions.describe_process(p) for p in status.session) + "\n"
+    return Change(
+        summary=f"stop vLLM ({len(status.session)} processes; {status.describe()})",
+        diffs=(Diff("vLLM processes", procs, ""),),
+        fingerprint=_processes_fingerprint(status),
+    )
+
+
+def _start_reason(status: sessions.ServerStatus, spec_hash: str, state: str) -> str | None:
+    """What must be done and why (a verb first: output says "would ..."), or None."""
+    if state == "restarted":
+        return "restart vLLM (state: restarted)"
+    if status.record is None:
+        return "start vLLM (no server recorded)"
+    if not status.healthy:
+        return f"start vLLM ({status.describe()})"
+    if status.record.get("spec_hash") != spec_hash:
+        return f"restart vLLM: the spec changed (pid {status.record.get('pid')} runs an older one)"
+    return None
+
+
+def _inspected(status: sessions.ServerStatus, spec_hash: str, args: Mapping[str, Any]) -> Unchanged:
+    record = status.record or {}
+    same = record.get("spec_hash") == spec_hash
+    data = {
+        **_data(args, record),
+        "running": status.leader_alive,
+        "healthy": status.healthy,
+        "same_spec": same,
+        "wanted_spec_hash": spec_hash,
+        "session_pids": list(status.session_pids),
+    }
+    spec_note = "same spec" if same else "a different spec" if record else "no spec recorded"
+    return Unchanged(f"{status.describe()}; {spec_note}", data)
+
+
+def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
+    status = sessions.read_status(ctx.conn, _state_path(args), _base_url(args) + "/health")
+    if args["state"] == "stopped":
+        return _plan_stop(status)
+    spec = _read_spec(ctx.conn, args)
+    spec_hash = spec.spec_hash()
+    if args["state"] == "inspected":
+        return _inspected(status, spec_hash, args)
+    reason = _start_reason(status, spec_hash, args["state"])
+    if reason is None:
+        record = status.record or {}
+        return Unchanged(
+            f"vLLM pid {record.get('pid')} running and healthy on port {args['port']}, same spec ({spec_hash[:12]})",
+            _data(args, record),
+        )
+    _check_port(ctx.conn, args, status)
+    return Change(
+        summary=reason,
+        diffs=_spec_diffs(status.record, spec),
+        payload={"spec_hash": spec_hash, "argv": list(spec.argv)},
+        fingerprint=_start_fingerprint(ctx, args, spec, status),
+    )
+
+
+def _data(args: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "pid": record.get("pid"),
+        "sid": record.get("sid"),
+        "port": args["port"],
+        "url": _base_url(args),
+        "served_model_name": served_name(args),
+        "spec_hash": record.get("spec_hash"),
+        "log_path": record.get("log_path"),
+        "state_path": record.get("state_path"),
+        "argv": record.get("argv"),
+    }
+
+
+def _stop(ctx: TaskContext, args: Mapping[str, Any], status: sessions.ServerStatus) -> str:
+    if not status.session:
+        return "nothing running"
+    ctx.progress(f"stopping vLLM session {status.record.get('sid') if status.record else '?'}")
+    answer = sessions.stop_session(ctx.conn, status.session, float(args["stop_timeout_s"]))
+    sessions.ensure_port_free(ctx.conn, int(args["port"]), float(args["stop_timeout_s"]))
+    killed = len(answer["killed"])
+    return (
+        f"stopped vLLM session {status.record.get('sid') if status.record else '?'}: "
+        f"{len(status.session)} process(es) ended, "
+        f"{f'{killed} needed SIGKILL' if killed else 'all on SIGTERM'}; port {args['port']} is free"
+    )
+
+
+def _launch_record(args: Mapping[str, Any], spec: LaunchSpec) -> dict[str, Any]:
+    return {
+        "name": args["name"],
+        "spec_hash": spec.spec_hash(),
+        "port": args["port"],
+        "host": args["host"],
+        "served_model_name": served_name(args),
+        "env": dict(spec.env),
+        "secret_env_names": sorted(spec.secret_env),
+        "config_sha256": dict(spec.config_digests),
+    }
+
+
+def _start(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec) -> Result:
+    ctx.progress(f"launching {shlex.join(spec.argv)}")
+    record = sessions.launch(
+        ctx.conn,
+        argv=spec.argv,
+        env={**spec.env, **spec.secret_env},
+        log_path=_log_path(args),
+        state_path=_state_path(args),
+        record=_launch_record(args, spec),
+    )
+    target = WaitTarget(
+        pid=int(record["pid"]),
+        start_time=record.get("start_time"),
+        log_path=str(record["log_path"]),
+        base_url=_base_url(args),
+        served_name=served_name(args),
+        api_key=next(iter(spec.secret_env.values()), None),
+        timeout_s=float(args["ready_timeout_s"]),
+    )
+    ready = wait_ready(ctx.conn, target, ctx.progress)
+    data = {
+        **_data(args, record),
+        "ready_s": round(ready.elapsed_s, 1),
+        "phase": ready.phase,
+        "phases": [{"phase": name, "at_s": at} for name, at in ready.phases],
+    }
+    if not ready.ready:
+        _cleanup_failed(ctx, args)
+        raise TaskFailed(
+            ready.failure_message(target.log_path) + "\n(what was left of it was stopped)",
+            {**data, "fatal_line": ready.fatal_line, "log_tail": list(ready.log_tail)},
+        )
+    return Result(
+        changed=True,
+        msg=f"vLLM pid {record['pid']} ready in {ready.elapsed_s:.0f}s on {_base_url(args)}",
+        data=data,
+    )
+
+
+def _cleanup_failed(ctx: TaskContext, args: Mapping[str, Any]) -> None:
+    status = sessions.read_status(ctx.conn, _state_path(args), "")
+    if status.session:
+        sessions.stop_session(ctx.conn, status.session, float(args["stop_timeout_s"]))
+
+
+def _warnings(args: Mapping[str, Any]) -> tuple[str, ...]:
+    if str(args["host"]) in ANY_ADDRESS:
+        return (
+            f"serve_vllm binds {args['host']}: the server answers on every network of the host; "
+            "set api_key_env or bind 127.0.0.1 behind a proxy",
+        )
+    return ()
+
+
+def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
+    status = sessions.read_status(ctx.conn, _state_path(args), _base_url(args) + "/health")
+    stopped = _stop(ctx, args, status)
+    if args["state"] == "stopped":
+        return Result(changed=True, msg=stopped, diffs=change.diffs, data={"port": args["port"]})
+    sessions.ensure_port_free(ctx.conn, int(args["port"]), float(args["stop_timeout_s"]))
+    result = _start(ctx, args, _read_spec(ctx.conn, args))
+    return Result(
+        changed=True,
+        msg=f"{change.summary}: {result.msg}",
+        diffs=change.diffs,
+        data=result.data,
+        warnings=_warnings(args),
+    )

@@ -1,0 +1,152 @@
+"""What a vLLM server is launched with, and the hash that says whether it changed.
+
+The spec hash covers the argv, the environment (names and values; a secret's value only
+as its own hash) and the contents of the model's ``config.json`` and
+``hf_quant_config.json``, so patching a config restarts the server on the next run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.module_api import TaskFailed
+
+API_KEY_VAR = "VLLM_API_KEY"
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+CONFIG_FILES = ("config.json", "hf_quant_config.json")
+SECRET_SHOWN_AS = "<secret>"
+
+# serve_vllm argument -> vLLM flag, in the order they appear on the command line
+VALUE_FLAGS = (
+    ("served_model_name", "--served-model-name"),
+    ("host", "--host"),
+    ("port", "--port"),
+    ("tensor_parallel_size", "--tensor-parallel-size"),
+    ("pipeline_parallel_size", "--pipeline-parallel-size"),
+    ("dtype", "--dtype"),
+    ("kv_cache_dtype", "--kv-cache-dtype"),
+    ("gpu_memory_utilization", "--gpu-memory-utilization"),
+    ("max_model_len", "--max-model-len"),
+    ("attention_backend", "--attention-backend"),
+)
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything that decides what runs. ``secret_env`` never leaves the host's launch."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    secret_env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    config_digests: Mapping[str, str] = field(default_factory=dict)
+
+    def shown_env(self) -> dict[str, str]:
+        """The environment as it may be shown: secrets replaced by a marker."""
+        return {**dict(self.env), **{name: SECRET_SHOWN_AS for name in self.secret_env}}
+
+    def spec_hash(self) -> str:
+        secrets = {name: hashlib.sha256(value.encode()).hexdigest() for name, value in sorted(self.secret_env.items())}
+        material = {
+            "argv": list(self.argv),
+            "env": dict(sorted(self.env.items())),
+            "secret_env_sha256": secrets,
+            "config_sha256": dict(sorted(self.config_digests.items())),
+        }
+        blob = json.dumps(material, sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(blob).hexdigest()
+
+
+def launcher_prefix(launcher: str, model: str) -> tuple[str, ...]:
+    """``vllm`` or a vllm executable -> ``vllm serve MODEL``; a python -> the server module."""
+    if posixpath.basename(launcher).startswith("python"):
+        return (launcher, "-m", SERVER_MODULE, "--model", model)
+    return (launcher, "serve", model)
+
+
+def _flag_value(value: Any) -> str:
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def build_argv(args: Mapping[str, Any]) -> tuple[str, ...]:
+    argv = list(launcher_prefix(args["launcher"], args["model"]))
+    for key, flag in VALUE_FLAGS:
+        value = args.get(key)
+        if value is not None and value != "":
+            argv += [flag, _flag_value(value)]
+    if args["trust_remote_code"]:
+        argv.append("--trust-remote-code")
+    argv += [str(item) for item in args["extra_args"] or ()]
+    _refuse_secret_flags(argv)
+    return tuple(argv)
+
+
+def _refuse_secret_flags(argv: Sequence[str]) -> None:
+    for item in argv:
+        if item == "--api-key" or item.startswith("--api-key="):
+            raise TaskFailed(
+                "serve_vllm: --api-key in extra_args would put the key on the command line "
+                "(visible in ps and logs); name an environment variable in api_key_env instead"
+            )
+
+
+def secret_env(api_key_env: str | None, controller_env: Mapping[str, str]) -> dict[str, str]:
+    """The API key, read from the controller's environment, bound for VLLM_API_KEY."""
+    if not api_key_env:
+        return {}
+    value = controller_env.get(api_key_env)
+    if not value:
+        raise TaskFailed(
+            f"serve_vllm: api_key_env names {api_key_env!r}, but that variable is not set "
+            "(or empty) in the environment rigger runs in"
+        )
+    return {API_KEY_VAR: value}
+
+
+def public_env(env: Mapping[str, Any] | None) -> dict[str, str]:
+    clean = {str(name): str(value) for name, value in (env or {}).items()}
+    if API_KEY_VAR in clean:
+        raise TaskFailed(
+            f"serve_vllm: set the API key with api_key_env, not {API_KEY_VAR} in env "
+            "(env is shown in diffs and stored in the state file)"
+        )
+    return clean
+
+
+def config_digests(files: Mapping[str, bytes | None]) -> dict[str, str]:
+    """sha256 of each model config file, or ``absent``."""
+    return {
+        name: hashlib.sha256(data).hexdigest() if data is not None else "absent" for name, data in sorted(files.items())
+    }
+
+
+def config_paths(model: str) -> dict[str, str]:
+    """The config files whose contents the hash covers (only for a model directory)."""
+    if not model.startswith("/"):
+        return {}
+    return {name: posixpath.join(model, name) for name in CONFIG_FILES}
+
+
+def build_spec(
+    args: Mapping[str, Any],
+    files: Mapping[str, bytes | None],
+    controller_env: Mapping[str, str] | None = None,
+) -> LaunchSpec:
+    return LaunchSpec(
+        argv=build_argv(args),
+        env=public_env(args["env"]),
+        secret_env=secret_env(args["api_key_env"], controller_env or os.environ),
+        config_digests=config_digests(files),
+    )
+
+
+def served_name(args: Mapping[str, Any]) -> str:
+    """The id /v1/models lists: the served name, else the model argument."""
+    return str(args["served_model_name"] or args["model"])

@@ -1,0 +1,21 @@
+"""Names vulture cannot see used (run: vulture engine modules scripts/vulture_whitelist.py).
+
+Keep it short: each entry says why it is used. Anything else vulture reports is dead code.
+"""
+# ruff: noqa: B018, F821
+# mypy: ignore-errors
+
+validate  # a click command (engine/cli.py)
+list_modules  # a click command (engine/cli.py)
+truncated  # CommandResult field: registered output and tests read it
+_.banner_timeout  # paramiko.Transport settings (engine/connection/ssh/transport.py)
+_.handshake_timeout
+_.auth_timeout
+shared  # LockHandle field: read by callers and tests
+MUTATES  # probe flag, read from the probe's source text (engine/probes)
+USES  # probe dependencies, read from the probe's source text (engine/probes)
+# Unused today, left for the Ansible-parity branches working in these files (they may wire
+# them in); remove after those merges if still unused:
+PatternError  # engine/inventory.py
+unknown_terms  # engine/inventory.py
+_.plain  # engine/templating.py Scope.plain

@@ -1,0 +1,110 @@
+"""A host that answers from a recorded table: the stand-in transport for plan() tests.
+
+``RecordedHost`` is the inner ``Connection`` only. Tests wrap it in the real
+``ScopedConnection``, so a planning task meets the same guard as on a real host: a
+write, a command not marked ``read_only`` or a mutating probe is refused before it
+reaches this fake. Probe answers travel through the real probe parser: a recorded
+``{"error": "..."}`` raises ``ProbeError`` exactly as a failed probe on a host does.
+
+Recording (``probes``): probe name -> answer, or a list of answers consumed in order
+(the last one repeats). ``files``: path -> text (``None``: absent). ``commands``:
+``" ".join(argv)`` -> ``{"rc": 0, "stdout": "", "stderr": ""}``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine import probes
+from engine.connection.base import CommandResult, ScopedConnection, raise_for_status
+from engine.module_api import TaskContext
+
+
+@dataclass
+class RecordedHost:
+    probes: Mapping[str, Any] = field(default_factory=dict)
+    files: Mapping[str, str | None] = field(default_factory=dict)
+    commands: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    host_name: str = "recorded"
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+    _served: dict[str, int] = field(default_factory=dict)
+
+    def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool = False) -> dict[str, Any]:
+        self.calls.append(("probe", name))
+        if name not in self.probes:
+            raise AssertionError(f"no recorded answer for probe {name} (args {dict(args or {})})")
+        answer = self._next(name, self.probes[name])
+        payload = {"error": answer["error"]} if isinstance(answer, Mapping) and "error" in answer else {"ok": answer}
+        return probes.parse_output(name, probes.RESULT_MARKER + json.dumps(payload) + "\n", "")
+
+    def _next(self, key: str, recorded: Any) -> Any:
+        if not isinstance(recorded, list):
+            return recorded
+        index = self._served.get(key, 0)
+        self._served[key] = index + 1
+        return recorded[min(index, len(recorded) - 1)]
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        sudo: bool = False,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: bytes | None = None,
+        timeout_s: float | None = None,
+        check: bool = True,
+        read_only: bool = False,
+    ) -> CommandResult:
+        line = " ".join(argv)
+        self.calls.append(("run", line))
+        recorded = self.commands.get(line)
+        if recorded is None and argv and argv[1:2] == ["-c"] and len(argv) == 3:
+            # a probe under another interpreter (run_probe_under): answered from the probe table
+            name = _probe_name(argv[2])
+            if name is not None and name in self.probes:
+                answer = self._next(name, self.probes[name])
+                ok = not (isinstance(answer, Mapping) and "error" in answer)
+                payload = {"ok": answer} if ok else {"error": answer["error"]}
+                return CommandResult(tuple(argv), 0, probes.RESULT_MARKER + json.dumps(payload) + "\n", "")
+        if recorded is None:
+            raise AssertionError(f"no recorded answer for command {line!r}")
+        result = CommandResult(
+            tuple(argv), int(recorded.get("rc", 0)), recorded.get("stdout", ""), recorded.get("stderr", "")
+        )
+        return raise_for_status(result) if check else result
+
+    def read_file(self, path: str, *, sudo: bool = False) -> bytes | None:
+        self.calls.append(("read", path))
+        if path not in self.files:
+            raise AssertionError(f"no recorded content for {path}")
+        text = self.files[path]
+        return None if text is None else text.encode()
+
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: bool = False) -> None:
+        self.calls.append(("write", path))
+
+    def hold_run_lock(self, request: Mapping[str, Any]) -> Any:
+        raise AssertionError("a recorded host takes no run lock")
+
+    def close(self) -> None:
+        return None
+
+
+def _probe_name(program: str) -> str | None:
+    """The entry probe of a bundled program (``probes.program``)."""
+    for name in probes.probe_paths():
+        if program == probes.program(name):
+            return name
+    return None
+
+
+def planning_context(
+    host: RecordedHost, facts: Mapping[str, Any] | None = None, variables: Mapping[str, Any] | None = None
+) -> TaskContext:
+    """The context plan() gets from the executor: the real scoped connection, planning."""
+    conn = ScopedConnection(host).planning()
+    return TaskContext(host.host_name, conn, dict(facts or {}), dict(variables or {}), task_name="recorded")

@@ -1,0 +1,27 @@
+"""The magic variables the static check accepts are the ones a run defines.
+
+Real: the CLI (validate and a local run), the static check and the runner. The list lives
+once (engine.playbook.MAGIC_VARIABLES); a name accepted but not defined would make the
+run fail here, a name defined but not accepted would make validate fail.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from engine.playbook import MAGIC_VARIABLES
+
+
+def test_every_magic_variable_validates_and_renders(tmp_path: Path, rigger: Any) -> None:
+    tasks = "".join(
+        f'    - name: show {name}\n      debug:\n        msg: "{{{{ {name} is defined }}}}"\n'
+        for name in sorted(MAGIC_VARIABLES)
+    )
+    book = tmp_path / "magic.yml"
+    book.write_text(f"- hosts: localhost\n  gather_facts: false\n  tasks:\n{tasks}")
+    assert rigger("validate", str(book)).rc == 0
+    run = rigger("run", str(book), "--output", "jsonl")
+    results = run.results()
+    assert len(results) == len(MAGIC_VARIABLES) and run.rc == 0, run.stdout + run.stderr
+    assert all(r["data"]["msg"] is True for r in results), results
