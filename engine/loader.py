@@ -88,11 +88,11 @@ def schema_error(root: Any, error: jsonschema.ValidationError, what: str) -> Val
 
 def _short(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties":
-        return error.message.replace("Additional properties are not allowed", "unknown key(s)")
+        return str(error.message).replace("Additional properties are not allowed", "unknown key(s)")
     if error.validator in ("anyOf", "oneOf") and error.context:
         best = jsonschema.exceptions.best_match(error.context)
-        return best.message if best else error.message
-    return error.message
+        return str(best.message if best else error.message)
+    return str(error.message)
 
 
 def load_playbook(path: str | Path) -> Playbook:

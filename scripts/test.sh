@@ -12,7 +12,6 @@ for setup in scripts/ci/setup_*.sh; do
     bash "$setup"
 done
 
-echo "== ruff"; python3 -m ruff check engine modules tests bench scripts
-echo "== mypy"; python3 -m mypy
+bash scripts/lint.sh
 echo "== pytest"
 python3 -m pytest -q -p no:cacheprovider "$@"

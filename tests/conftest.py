@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from isolated_home import own_run_lock
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -41,7 +42,7 @@ def run_rigger(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout_s: float = 300
 ) -> RiggerRun:
     """Run the real CLI; with --output jsonl the events are parsed."""
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **own_run_lock(), **(env or {})}
     proc = subprocess.run(
         [sys.executable, "-m", "engine.cli", *args],
         cwd=cwd,
@@ -78,3 +79,15 @@ def tree_digest(root: Path) -> dict[str, str]:
 @pytest.fixture
 def digest():
     return tree_digest
+
+
+# Tests that start real services (sshd, vLLM CPU, the hub mirror) are the slow tier, by
+# where they live: `pytest -m "not slow"` needs none of those services.
+SLOW_PLACES = ("integration/ssh/", "integration/vllm/", "integration/hub/", "integration/test_incident.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        where = item.path.relative_to(REPO / "tests").as_posix()
+        if where.startswith(SLOW_PLACES):
+            item.add_marker(pytest.mark.slow)

@@ -133,7 +133,8 @@ def run_in_process(name: str, args: dict[str, Any]) -> dict[str, Any]:
         answer = call(name, json.loads(json.dumps(args)))
     except Exception as exc:  # a probe's failure is reported, like a remote one
         raise ProbeError(f"probe {name} failed: {type(exc).__name__}: {exc}") from exc
-    return json.loads(json.dumps(answer, default=str))
+    result: dict[str, Any] = json.loads(json.dumps(answer, default=str))
+    return result
 
 
 def parse_output(name: str, stdout: str, stderr: str) -> dict[str, Any]:

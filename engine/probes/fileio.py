@@ -1,5 +1,9 @@
 """Read or atomically write a file on the host; used when a task runs with become."""
 
+from __future__ import annotations
+
+from typing import Any
+
 MUTATES = True
 
 import base64
@@ -7,7 +11,7 @@ import os
 import tempfile
 
 
-def write_atomic(path, data, mode=None):
+def write_atomic(path: str, data: bytes, mode: int | None = None) -> None:
     """Temp file in the same directory, fsync, rename, fsync the directory."""
     directory = os.path.dirname(os.path.abspath(path))
     if mode is None and os.path.exists(path):
@@ -31,7 +35,7 @@ def write_atomic(path, data, mode=None):
         os.close(dir_fd)
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     path = args["path"]
     if args["op"] == "read":
         try:

@@ -1,12 +1,15 @@
 """Generic host facts in one round trip: identity, OS, CPU, memory, python (rooms add theirs)."""
 
+from __future__ import annotations
+
 import os
 import platform
 import socket
 import sys
+from typing import Any
 
 
-def _os_release():
+def _os_release() -> dict[str, str]:
     fields = {}
     try:
         with open("/etc/os-release", encoding="utf-8") as handle:
@@ -23,7 +26,7 @@ def _os_release():
     }
 
 
-def _mem_total_mib():
+def _mem_total_mib() -> int | None:
     try:
         with open("/proc/meminfo", encoding="utf-8") as handle:
             for line in handle:
@@ -34,7 +37,7 @@ def _mem_total_mib():
     return None
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     return {
         "hostname": socket.gethostname(),
         "fqdn": socket.getfqdn() if args.get("fqdn") else socket.gethostname(),

@@ -1,11 +1,14 @@
 """Read-only facts about paths: existence, type, mode, size (recursive when asked)."""
 
+from __future__ import annotations
+
 import contextlib
 import os
 import stat
+from typing import Any
 
 
-def _tree_bytes(path):
+def _tree_bytes(path: str) -> int:
     total = 0
     for root, dirs, files in os.walk(path, followlinks=False):
         for name in files + dirs:
@@ -14,7 +17,7 @@ def _tree_bytes(path):
     return total
 
 
-def _info(path, recursive):
+def _info(path: str, recursive: bool) -> dict[str, Any]:
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -46,7 +49,7 @@ def _info(path, recursive):
     return info
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     recursive = bool(args.get("recursive"))
     return {
         "paths": {p: _info(p, recursive) for p in args["paths"]},

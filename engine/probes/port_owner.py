@@ -6,6 +6,13 @@ Args: ``port``. Answer: ``listening`` (some socket listens on the port), ``socke
 be seen, e.g. another user's process when not root). Read-only.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
+    from engine.probes._call import call
+
 USES = ("procs",)
 
 import os
@@ -14,7 +21,7 @@ LISTEN = "0A"
 TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 
 
-def _listening(port):
+def _listening(port: int) -> list[dict[str, Any]]:
     sockets = []
     for table in TABLES:
         try:
@@ -32,7 +39,7 @@ def _listening(port):
     return sockets
 
 
-def _holders(inodes):
+def _holders(inodes: set[str]) -> list[int]:
     wanted = {f"socket:[{inode}]" for inode in inodes}
     pids = set()
     for entry in os.listdir("/proc"):
@@ -53,7 +60,7 @@ def _holders(inodes):
     return sorted(pids)
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     sockets = _listening(args["port"])
     if not sockets:
         return {"listening": False, "sockets": [], "owners": [], "unresolved": False}

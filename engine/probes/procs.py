@@ -6,12 +6,15 @@ the process name and command line; any one matching is enough). Filters combine 
 names one process for good, which is how callers guard against PID reuse.
 """
 
+from __future__ import annotations
+
 import os
 import pwd
 import re
+from typing import Any
 
 
-def read_stat(pid):
+def read_stat(pid: int) -> dict[str, Any] | None:
     """Fields of /proc/PID/stat, or None when the process is gone."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
@@ -35,7 +38,7 @@ def read_stat(pid):
     }
 
 
-def read_uid(pid):
+def read_uid(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as handle:
             for line in handle:
@@ -46,7 +49,7 @@ def read_uid(pid):
     return None
 
 
-def read_cmdline(pid):
+def read_cmdline(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as handle:
             raw = handle.read()
@@ -56,7 +59,7 @@ def read_cmdline(pid):
     return " ".join(part.decode("utf-8", "replace") for part in parts).strip()
 
 
-def user_name(uid, cache):
+def user_name(uid: int | None, cache: dict[int, str]) -> str | None:
     if uid is None:
         return None
     if uid not in cache:
@@ -67,7 +70,7 @@ def user_name(uid, cache):
     return cache[uid]
 
 
-def describe(pid, users=None):
+def describe(pid: int, users: dict[int, str] | None = None) -> dict[str, Any] | None:
     """One process as a dict, or None when it is gone."""
     stat = read_stat(pid)
     if stat is None:
@@ -79,11 +82,11 @@ def describe(pid, users=None):
     return stat
 
 
-def all_pids():
+def all_pids() -> list[int]:
     return sorted(int(entry) for entry in os.listdir("/proc") if entry.isdigit())
 
 
-def ancestors(pid):
+def ancestors(pid: int) -> list[int]:
     """Parent, grandparent, ... of pid up to (and including) PID 1."""
     chain = []
     seen = set()
@@ -99,7 +102,7 @@ def ancestors(pid):
     return chain
 
 
-def boot_time():
+def boot_time() -> float | None:
     try:
         with open("/proc/stat", encoding="utf-8") as handle:
             for line in handle:
@@ -110,7 +113,7 @@ def boot_time():
     return None
 
 
-def _wanted(proc, sid, patterns):
+def _wanted(proc: dict[str, Any], sid: int | None, patterns: list[re.Pattern[str]]) -> bool:
     if sid is not None and proc["sid"] != sid:
         return False
     if patterns:
@@ -118,11 +121,11 @@ def _wanted(proc, sid, patterns):
     return True
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     pids = args.get("pids")
     sid = args.get("sid")
     patterns = [re.compile(p) for p in args.get("match") or []]
-    users = {}
+    users: dict[int, str] = {}
     processes = []
     for pid in pids if pids is not None else all_pids():
         proc = describe(int(pid), users)

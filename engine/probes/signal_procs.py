@@ -12,6 +12,13 @@ Answer: ``terminated`` (exited after SIGTERM), ``killed`` (exited after SIGKILL)
 "reason"}] (still there when the waits ran out).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
+    from engine.probes._call import call
+
 MUTATES = True
 USES = ("procs",)
 
@@ -22,21 +29,21 @@ import time
 POLL_S = 0.05
 
 
-def _current(pid):
+def _current(pid: int) -> dict[str, Any] | None:
     answer = call("procs", {"pids": [pid]})
     return answer["processes"][0] if answer["processes"] else None
 
 
-def _same(target, proc):
+def _same(target: dict[str, Any], proc: dict[str, Any] | None) -> bool:
     return proc is not None and proc["start_time"] == int(target["start_time"])
 
 
-def _exited(target):
+def _exited(target: dict[str, Any]) -> bool:
     proc = _current(target["pid"])
-    return not _same(target, proc) or proc["state"] in ("Z", "X")
+    return proc is None or not _same(target, proc) or proc["state"] in ("Z", "X")
 
 
-def _protected_reason(pid, protected):
+def _protected_reason(pid: int, protected: dict[int, str]) -> str | None:
     if pid <= 1:
         return "never signals PID 1 (init)" if pid == 1 else "invalid pid"
     if pid in protected:
@@ -44,7 +51,7 @@ def _protected_reason(pid, protected):
     return None
 
 
-def _send(target, signum, protected):
+def _send(target: dict[str, Any], signum: int, protected: dict[int, str]) -> str | None:
     """Signal one target after re-checking it; returns a skip reason or None."""
     pid = int(target["pid"])
     reason = _protected_reason(pid, protected)
@@ -66,7 +73,7 @@ def _send(target, signum, protected):
     return None
 
 
-def _wait(targets, timeout_s):
+def _wait(targets: list[dict[str, Any]], timeout_s: float) -> list[dict[str, Any]]:
     deadline = time.monotonic() + max(0.0, float(timeout_s))
     pending = list(targets)
     while pending:
@@ -77,7 +84,7 @@ def _wait(targets, timeout_s):
     return pending
 
 
-def _protected():
+def _protected() -> dict[int, str]:
     own = call("procs", {"pids": []})
     table = {own["self_pid"]: "never signals itself (the rigger probe)"}
     for pid in own["self_ancestors"]:
@@ -86,7 +93,13 @@ def _protected():
     return table
 
 
-def _signal_all(targets, signum, protected, result, gone_key="gone"):
+def _signal_all(
+    targets: list[dict[str, Any]],
+    signum: int,
+    protected: dict[int, str],
+    result: dict[str, Any],
+    gone_key: str = "gone",
+) -> list[dict[str, Any]]:
     sent = []
     for target in targets:
         reason = _send(target, signum, protected)
@@ -99,9 +112,9 @@ def _signal_all(targets, signum, protected, result, gone_key="gone"):
     return sent
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     protected = _protected()
-    result = {"terminated": [], "killed": [], "gone": [], "skipped": [], "alive": []}
+    result: dict[str, Any] = {"terminated": [], "killed": [], "gone": [], "skipped": [], "alive": []}
     targets = [{"pid": int(t["pid"]), "start_time": int(t["start_time"])} for t in args["targets"]]
     termed = _signal_all(targets, signal.SIGTERM, protected, result)
     survivors = _wait(termed, args.get("term_timeout_s", 10.0))

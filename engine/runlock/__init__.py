@@ -51,9 +51,9 @@ _RECORD_KEYS = (
     "user",
 )
 
-_HOLDER = r"""
+# the lock file code comes first: it starts with its ``from __future__`` import
+_HOLDER = r"""%(probe)s
 import json, select, sys
-%(probe)s
 args = json.loads(sys.stdin.readline())
 answer = acquire(args)
 fd = answer.pop("fd", None)

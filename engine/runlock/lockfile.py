@@ -7,24 +7,27 @@ unlocked file is a run that died without releasing: it is reported as ``previous
 replaced. Stdlib only.
 """
 
+from __future__ import annotations
+
 import errno
 import fcntl
 import json
 import os
 import socket
 import time
+from typing import Any
 
 DEFAULT_PATH = "~/.cache/rigger/run.lock"
 
 
-def _open(path):
+def _open(path: str) -> tuple[str, int]:
     path = os.path.expanduser(path)
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     return path, fd
 
 
-def _read(fd):
+def _read(fd: int) -> dict[str, Any] | None:
     os.lseek(fd, 0, os.SEEK_SET)
     raw = b""
     while True:
@@ -38,7 +41,7 @@ def _read(fd):
         return {"owner": "unreadable lock record", "raw": raw[:200].decode("utf-8", "replace")}
 
 
-def _try_lock(fd):
+def _try_lock(fd: int) -> bool:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return True
@@ -48,7 +51,7 @@ def _try_lock(fd):
         raise
 
 
-def _alive(pid):
+def _alive(pid: Any) -> bool:
     try:
         os.kill(int(pid), 0)
     except (ProcessLookupError, ValueError, TypeError):
@@ -58,7 +61,7 @@ def _alive(pid):
     return True
 
 
-def _settled_holder(fd, wait_s=1.0):
+def _settled_holder(fd: int, wait_s: float = 1.0) -> dict[str, Any] | None:
     """The holder's record once written: the winner of a flock race writes its record just
     after taking the lock, so a record that is empty or names a dead process is re-read."""
     deadline = time.monotonic() + wait_s
@@ -69,7 +72,7 @@ def _settled_holder(fd, wait_s=1.0):
         time.sleep(0.02)
 
 
-def acquire(args):
+def acquire(args: dict[str, Any]) -> dict[str, Any]:
     path, fd = _open(args.get("path") or DEFAULT_PATH)
     if not _try_lock(fd):
         holder = _settled_holder(fd)
@@ -86,7 +89,7 @@ def acquire(args):
     return {"acquired": True, "path": path, "previous": previous, "record": record, "fd": fd}
 
 
-def release(fd):
+def release(fd: int) -> None:
     """Clear the record (a clean end leaves no trace) and drop the lock."""
     os.ftruncate(fd, 0)
     os.fsync(fd)
@@ -94,7 +97,7 @@ def release(fd):
     os.close(fd)
 
 
-def _user():
+def _user() -> str:
     try:
         import pwd
 

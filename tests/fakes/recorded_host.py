@@ -108,3 +108,58 @@ def planning_context(
     """The context plan() gets from the executor: the real scoped connection, planning."""
     conn = ScopedConnection(host).planning()
     return TaskContext(host.host_name, conn, dict(facts or {}), dict(variables or {}), task_name="recorded")
+
+
+@dataclass
+class Recorder:
+    """Wraps a real connection and writes down what plan() asked and got: the source of
+    the plan fixtures (tests/plan_fixtures). Answers are kept in call order per probe."""
+
+    inner: Any
+    probes: dict[str, list[Any]] = field(default_factory=dict)
+    files: dict[str, str | None] = field(default_factory=dict)
+    commands: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def host_name(self) -> str:
+        return str(self.inner.host_name)
+
+    def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool = False) -> dict[str, Any]:
+        try:
+            answer: dict[str, Any] = self.inner.run_probe(name, args, sudo=sudo)
+        except probes.ProbeError as exc:
+            self.probes.setdefault(name, []).append({"error": str(exc).removeprefix(f"probe {name} failed: ")})
+            raise
+        self.probes.setdefault(name, []).append(answer)
+        return answer
+
+    def run(self, argv: Sequence[str], **kwargs: Any) -> CommandResult:
+        if argv[1:2] == ["-c"] and len(argv) == 3 and _probe_name(argv[2]):
+            result: CommandResult = self.inner.run(argv, **kwargs)
+            name = _probe_name(argv[2]) or ""
+            try:
+                self.probes.setdefault(name, []).append(probes.parse_output(name, result.stdout, result.stderr))
+            except probes.ProbeError as exc:
+                self.probes.setdefault(name, []).append({"error": str(exc).removeprefix(f"probe {name} failed: ")})
+            return result
+        result = self.inner.run(argv, **kwargs)
+        self.commands[" ".join(argv)] = {"rc": result.rc, "stdout": result.stdout, "stderr": result.stderr}
+        return result
+
+    def read_file(self, path: str, *, sudo: bool = False) -> bytes | None:
+        data: bytes | None = self.inner.read_file(path, sudo=sudo)
+        self.files[path] = None if data is None else data.decode("utf-8", "replace")
+        return data
+
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: bool = False) -> None:
+        raise AssertionError("plan() wrote a file")
+
+    def hold_run_lock(self, request: Mapping[str, Any]) -> Any:
+        raise AssertionError("a recorder takes no run lock")
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def recording(self) -> dict[str, Any]:
+        single = {name: answers[0] if len(answers) == 1 else answers for name, answers in self.probes.items()}
+        return {"probes": single, "files": self.files, "commands": self.commands}

@@ -18,6 +18,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 import fakenvml
+from isolated_home import own_run_lock
 
 FIXTURE = ROOT / "tests" / "fixtures" / "kimi-k2.5-nvfp4"
 FIX_TEXT = (
@@ -57,7 +58,7 @@ def run(playbook: Path, env: dict[str, str], *extra: str) -> list[dict[str, Any]
         text=True,
         timeout=120,
         check=False,
-        env={**os.environ, **env},
+        env={**os.environ, **own_run_lock(), **env},
     )
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from isolated_home import own_run_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "kimi-k2.5-nvfp4"
@@ -35,7 +38,13 @@ PLAYBOOK = """\
 
 def rigger(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "engine.cli", *argv], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-m", "engine.cli", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, **own_run_lock()},
     )
 
 

@@ -16,6 +16,8 @@ It exits (killing what it started) when its stdin closes: when the controller cl
 connection or dies. Stdlib only; whitelisted operations only, never pickle.
 """
 
+from __future__ import annotations
+
 import base64
 import contextlib
 import json
@@ -25,6 +27,8 @@ import signal
 import struct
 import sys
 import time
+from collections.abc import Iterator
+from typing import Any
 
 CHUNK = 65536
 
@@ -33,18 +37,18 @@ class Reader:
     """Frames from the controller. While a command runs, the same descriptor is watched:
     end of input then means the controller is gone, and the command is killed."""
 
-    def __init__(self, fd):
+    def __init__(self, fd: int) -> None:
         self.fd, self.pending, self.closed = fd, b"", False
         self.last_heard = time.monotonic()
 
-    def fill(self):
+    def fill(self) -> None:
         chunk = os.read(self.fd, CHUNK)
         if not chunk:
             self.closed = True
         self.last_heard = time.monotonic()
         self.pending += chunk
 
-    def frames(self):
+    def frames(self) -> Iterator[dict[str, Any]]:
         while True:
             while len(self.pending) < 4 and not self.closed:
                 self.fill()
@@ -60,7 +64,7 @@ class Reader:
                 yield json.loads(body.decode("utf-8"))
 
 
-def _send(fd, message):
+def _send(fd: int, message: dict[str, Any]) -> None:
     body = json.dumps(message, default=str).encode("utf-8")
     data = struct.pack(">I", len(body)) + body
     while data:
@@ -69,10 +73,10 @@ def _send(fd, message):
 
 
 class _Capped:
-    def __init__(self, cap):
+    def __init__(self, cap: int) -> None:
         self.cap, self.data, self.dropped = cap, bytearray(), 0
 
-    def feed(self, chunk):
+    def feed(self, chunk: bytes) -> None:
         room = self.cap - len(self.data)
         if room > 0:
             self.data += chunk[:room]
@@ -86,7 +90,7 @@ class Child:
     """A command in its own session (so a timeout kills all of it), started with
     posix_spawn (a fraction of fork+exec's cost), with pipes for its three streams."""
 
-    def __init__(self, argv, env, cwd, with_stdin):
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str | None, with_stdin: bool) -> None:
         if cwd:
             argv = ["/bin/sh", "-c", CD_THEN_EXEC, "sh", cwd, *argv]
         out_r, out_w = os.pipe()
@@ -109,11 +113,11 @@ class Child:
                 os.close(fd)
         self.stdin, self.stdout, self.stderr = in_w, out_r, err_r
 
-    def kill(self):
+    def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
 
-    def wait(self, deadline):
+    def wait(self, deadline: float | None) -> tuple[int, bool]:
         """Exit code; a command still running at the deadline (it closed its output
         early) is killed. Returns (code, timed_out)."""
         for fd in (self.stdin, self.stdout, self.stderr):
@@ -135,11 +139,11 @@ class Child:
         return os.waitstatus_to_exitcode(status), False
 
 
-def _b64(data):
+def _b64(data: str | bytes) -> str:
     return base64.b64encode(data.encode("utf-8", "replace") if isinstance(data, str) else data).decode()
 
 
-def run(request, children, reader):
+def run(request: dict[str, Any], children: set[Child], reader: Reader) -> dict[str, Any]:
     argv = request["argv"]
     stdin = base64.b64decode(request["stdin_b64"]) if request.get("stdin_b64") is not None else None
     env = dict(os.environ)
@@ -156,7 +160,7 @@ def run(request, children, reader):
         children.discard(child)
 
 
-def _drain(child, stdin, timeout_s, cap, reader):
+def _drain(child: Child, stdin: bytes | None, timeout_s: float | None, cap: int, reader: Reader) -> dict[str, Any]:
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     buffers = {"stdout": _Capped(cap), "stderr": _Capped(cap)}
     selector = selectors.DefaultSelector()
@@ -206,37 +210,39 @@ def _drain(child, stdin, timeout_s, cap, reader):
     }
 
 
-def _reading_output(selector):
+def _reading_output(selector: selectors.BaseSelector) -> bool:
     return any(key.data in ("stdout", "stderr") for key in selector.get_map().values())
 
 
-def _write_some(child, selector, pending):
+def _write_some(child: Child, selector: selectors.BaseSelector, pending: bytes) -> bytes:
+    stdin = child.stdin
+    assert stdin is not None  # only called while the command's stdin is open
     try:
-        written = os.write(child.stdin, pending[:CHUNK])
+        written = os.write(stdin, pending[:CHUNK])
         pending = pending[written:]
     except BrokenPipeError:
         pending = b""
     except BlockingIOError:
         return pending
     if not pending:
-        selector.unregister(child.stdin)
-        os.close(child.stdin)
+        selector.unregister(stdin)
+        os.close(stdin)
         child.stdin = None
     return pending
 
 
 class Probes:
-    def __init__(self):
-        self.codes = {}
+    def __init__(self) -> None:
+        self.codes: dict[str, Any] = {}
 
-    def run(self, request):
+    def run(self, request: dict[str, Any]) -> dict[str, Any]:
         for name, source in (request.get("sources") or {}).items():
             self.codes[name] = compile(source, "<probe " + name + ">", "exec")
-        loaded = {}
+        loaded: dict[str, dict[str, Any]] = {}
 
-        def call(name, args=None):
+        def call(name: str, args: dict[str, Any] | None = None) -> Any:
             if name not in loaded:
-                namespace = {"__name__": "rigger_probe_" + name, "call": call}
+                namespace: dict[str, Any] = {"__name__": "rigger_probe_" + name, "call": call}
                 exec(self.codes[name], namespace)
                 loaded[name] = namespace
             return loaded[name]["main"](dict(args or {}))
@@ -252,13 +258,14 @@ class RunLock:
     as long as the remote, which ends when the controller closes the connection, dies, or
     (with a watchdog armed) stops sending heartbeats for ``stale_after_s``."""
 
-    def __init__(self, reader, children):
-        self.reader, self.children, self.held = reader, children, {}
+    def __init__(self, reader: Reader, children: set[Child]) -> None:
+        self.reader, self.children = reader, children
+        self.held: dict[str, tuple[int, Any]] = {}
 
-    def lock(self, request):
-        namespace = {"__name__": "rigger_runlock_lockfile"}
+    def lock(self, request: dict[str, Any]) -> dict[str, Any]:
+        namespace: dict[str, Any] = {"__name__": "rigger_runlock_lockfile"}
         exec(compile(request["source"], "<runlock lockfile>", "exec"), namespace)
-        answer = namespace["acquire"](request["args"])
+        answer: dict[str, Any] = namespace["acquire"](request["args"])
         fd = answer.pop("fd", None)
         if fd is not None:
             self.held[answer["path"]] = (fd, namespace["release"])
@@ -266,15 +273,15 @@ class RunLock:
                 self._watch(float(request["stale_after_s"]))
         return answer
 
-    def unlock(self, request):
+    def unlock(self, request: dict[str, Any]) -> dict[str, Any]:
         fd, release = self.held.pop(request["path"])
         release(fd)
         return {"released": True}
 
-    def _watch(self, stale_after_s):
+    def _watch(self, stale_after_s: float) -> None:
         import threading
 
-        def watchdog():
+        def watchdog() -> None:
             while True:
                 time.sleep(min(1.0, stale_after_s / 4))
                 if self.held and time.monotonic() - self.reader.last_heard > stale_after_s:
@@ -285,13 +292,13 @@ class RunLock:
         threading.Thread(target=watchdog, daemon=True).start()
 
 
-def main():
+def main() -> None:
     # keep the protocol on private descriptors; stray prints from probes go to stderr
     proto_in, proto_out = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(2, 1)
-    children = set()
+    children: set[Child] = set()
     probes = Probes()
     _send(proto_out, {"hello": "rigger-remote-python", "pid": os.getpid(), "uid": os.getuid()})
     try:

@@ -7,6 +7,10 @@ regular file is copied. An existing backup is never overwritten.
 restore: atomically rename the backup over the file (the backup is consumed).
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 MUTATES = True
 
 import os
@@ -14,14 +18,14 @@ import shutil
 import tempfile
 
 
-def _temp_name(directory):
+def _temp_name(directory: str) -> str:
     fd, tmp = tempfile.mkstemp(prefix=".rigger-", dir=directory)
     os.close(fd)
     os.unlink(tmp)
     return tmp
 
 
-def _backup(path, backup):
+def _backup(path: str, backup: str) -> dict[str, bool]:
     if os.path.lexists(backup):
         return {"created": False}
     directory = os.path.dirname(os.path.abspath(path))
@@ -40,14 +44,14 @@ def _backup(path, backup):
     return {"created": True}
 
 
-def _restore(path, backup):
+def _restore(path: str, backup: str) -> dict[str, bool]:
     if not os.path.lexists(backup):
         return {"restored": False}
     os.replace(backup, path)
     return {"restored": True}
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     path = args["path"]
     backup = path + args.get("backup_suffix", ".rigger-orig")
     if args["op"] == "backup":

@@ -5,10 +5,13 @@ Answers each name's kind (missing | file | symlink | other), the symlink target,
 and which names already have a backup next to them.
 """
 
+from __future__ import annotations
+
 import os
+from typing import Any
 
 
-def _describe(path):
+def _describe(path: str) -> dict[str, Any]:
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -25,7 +28,7 @@ def _describe(path):
     return {"kind": "other"}
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     directory = args["dir"]
     suffix = args.get("backup_suffix", ".rigger-orig")
     if not os.path.isdir(directory):

@@ -6,19 +6,26 @@ are fetched again even if huggingface_hub's local metadata says they are current
 failed verification). Interrupted downloads resume from ``.incomplete`` files.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
+    from engine.probes._call import call
+
 MUTATES = True
 USES = ("model_hub_list",)
 
 import concurrent.futures
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     call("model_hub_list", {"_prepare_only": True, **args})
     from huggingface_hub import hf_hub_download
 
     force = set(args.get("force") or ())
 
-    def fetch(name):
+    def fetch(name: str) -> str:
         hf_hub_download(
             args["repo_id"],
             name,

@@ -6,10 +6,13 @@ ignore_patterns}. The token arrives on stdin with the args, never in argv.
 Answers {"commit": sha, "files": [{"name", "size", "sha256" (LFS only), "blob_id"}]}.
 """
 
+from __future__ import annotations
+
 import os
+from typing import Any
 
 
-def prepare_env(args):
+def prepare_env(args: dict[str, Any]) -> None:
     """HF_* variables the controller passes (the host's own win), set before importing."""
     for key, value in (args.get("env") or {}).items():
         os.environ.setdefault(key, value)
@@ -19,12 +22,12 @@ def prepare_env(args):
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     prepare_env(args)
     if args.get("_prepare_only"):
         return {}
     from huggingface_hub import HfApi
-    from huggingface_hub.utils import filter_repo_objects
+    from huggingface_hub.utils import filter_repo_objects  # type: ignore[attr-defined]  # public, not re-exported
 
     api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None, token=args.get("token") or None)
     commit = api.model_info(args["repo_id"], revision=args["revision"]).sha
@@ -39,13 +42,11 @@ def main(args):
         ignore_patterns=args.get("ignore_patterns") or None,
         key=lambda entry: entry.path,
     )
-    files = [
-        {
-            "name": entry.path,
-            "size": entry.size,
-            "sha256": entry.lfs.sha256 if entry.lfs else None,
-            "blob_id": entry.blob_id,
-        }
-        for entry in chosen
-    ]
+    files = [_file(entry) for entry in chosen]
     return {"commit": commit, "files": sorted(files, key=lambda f: f["name"])}
+
+
+def _file(entry: Any) -> dict[str, Any]:
+    """One file of the listing (entries without size or blob id were left out above)."""
+    lfs = getattr(entry, "lfs", None)
+    return {"name": entry.path, "size": entry.size, "sha256": lfs.sha256 if lfs else None, "blob_id": entry.blob_id}

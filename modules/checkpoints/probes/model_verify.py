@@ -10,17 +10,20 @@ data offset); every shard a ``*.safetensors.index.json`` names present. Also the
 space under local_dir. progress: bytes present so far, partial downloads included.
 """
 
+from __future__ import annotations
+
 import hashlib
 import json
 import os
 import struct
+from typing import Any
 
 CHUNK = 8 * 2**20
 MAX_HEADER = 100 * 2**20
 PARTIAL_DIR = os.path.join(".cache", "huggingface", "download")
 
 
-def safetensors_problem(path, size):
+def safetensors_problem(path: str, size: int) -> str | None:
     """None when the header agrees with the file size, else what is wrong."""
     if size < 8:
         return "shorter than the 8-byte header length"
@@ -43,7 +46,7 @@ def safetensors_problem(path, size):
     return None
 
 
-def file_digest(path, git_blob=False):
+def file_digest(path: str, git_blob: bool = False) -> str:
     digest = hashlib.sha1() if git_blob else hashlib.sha256()
     if git_blob:
         digest.update(b"blob %d\0" % os.path.getsize(path))
@@ -53,7 +56,7 @@ def file_digest(path, git_blob=False):
     return digest.hexdigest()
 
 
-def check_file(path, expected, mode):
+def check_file(path: str, expected: dict[str, Any], mode: str) -> dict[str, Any]:
     if not os.path.lexists(path):
         return {"status": "missing"}
     if os.path.islink(path) or not os.path.isfile(path):
@@ -79,9 +82,9 @@ def check_file(path, expected, mode):
     return answer
 
 
-def index_problems(local_dir, files, results):
+def index_problems(local_dir: str, files: dict[str, Any], results: dict[str, Any]) -> list[str]:
     """Shards an index names but the file set lacks; a config-only set is left alone."""
-    problems = []
+    problems: list[str] = []
     if not any(name.endswith(".safetensors") for name in files):
         return problems
     for name in files:
@@ -101,7 +104,7 @@ def index_problems(local_dir, files, results):
     return problems
 
 
-def free_bytes(path):
+def free_bytes(path: str) -> int:
     probe = os.path.abspath(path)
     while not os.path.exists(probe):
         probe = os.path.dirname(probe)
@@ -109,7 +112,7 @@ def free_bytes(path):
     return stat.f_bavail * stat.f_frsize
 
 
-def progress(local_dir, files):
+def progress(local_dir: str, files: dict[str, Any]) -> dict[str, Any]:
     """Bytes of the wanted files present, plus huggingface_hub's partial downloads."""
     done = 0
     for name in files:
@@ -127,7 +130,7 @@ def progress(local_dir, files):
     return {"bytes": done}
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     local_dir, files = args["local_dir"], args["files"]
     if args.get("op") == "progress":
         return progress(local_dir, files)

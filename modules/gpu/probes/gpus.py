@@ -7,6 +7,13 @@ used_mib, name, cmdline, user}]. A host without a driver answers backend "none" 
 GPUs; that is a fact, not an error. Args: ``backend`` ("auto" by default) forces one.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
+    from engine.probes._call import call
+
 USES = ("nvsmi", "procs")
 
 import shutil
@@ -16,28 +23,28 @@ MIB = 1024 * 1024
 SMI_TIMEOUT_S = 30
 
 
-def _mib(value):
+def _mib(value: int | None) -> int | None:
     return None if value is None else int(value) // MIB
 
 
-def _text(value):
+def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _cuda_version(code):
+def _cuda_version(code: int | None) -> str | None:
     if not code:
         return None
     return f"{code // 1000}.{(code % 1000) // 10}"
 
 
-def _nvml_processes(nvml, handle):
+def _nvml_processes(nvml: Any, handle: Any) -> list[dict[str, Any]]:
     return [
         {"pid": int(p.pid), "used_mib": _mib(p.usedGpuMemory)}
         for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)
     ]
 
 
-def _memory(nvml, handle):
+def _memory(nvml: Any, handle: Any) -> Any:
     """v2 counts driver-reserved memory apart from "used", so an idle GPU reads near 0."""
     version = getattr(nvml, "nvmlMemory_v2", None)
     if version is not None:
@@ -48,7 +55,7 @@ def _memory(nvml, handle):
     return nvml.nvmlDeviceGetMemoryInfo(handle)
 
 
-def _nvml_gpu(nvml, index):
+def _nvml_gpu(nvml: Any, index: int) -> dict[str, Any]:
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
     memory = _memory(nvml, handle)
     try:
@@ -67,7 +74,7 @@ def _nvml_gpu(nvml, index):
     }
 
 
-def _via_nvml(notes):
+def _via_nvml(notes: list[str]) -> dict[str, Any] | None:
     try:
         import pynvml as nvml
     except ImportError:
@@ -93,12 +100,12 @@ def _via_nvml(notes):
         nvml.nvmlShutdown()
 
 
-def _smi(argv):
+def _smi(argv: list[str]) -> tuple[int, str, str]:
     done = subprocess.run(argv, capture_output=True, text=True, timeout=SMI_TIMEOUT_S, check=False)
     return done.returncode, done.stdout, done.stderr.strip() or done.stdout.strip()
 
 
-def _via_smi(notes):
+def _via_smi(notes: list[str]) -> dict[str, Any] | None:
     smi = shutil.which("nvidia-smi")
     if smi is None:
         notes.append("nvidia-smi: not found on PATH")
@@ -118,10 +125,13 @@ def _via_smi(notes):
         notes.append(f"nvidia-smi --query-compute-apps: exit {rc}: {err[:300]}")
         apps_csv = ""
     banner = _smi([smi])[1]
-    return call("nvsmi", {"gpu_csv": gpu_csv, "apps_csv": apps_csv, "banner": banner, "fields": fields})
+    answer: dict[str, Any] = call(
+        "nvsmi", {"gpu_csv": gpu_csv, "apps_csv": apps_csv, "banner": banner, "fields": fields}
+    )
+    return answer
 
 
-def _describe_processes(answer):
+def _describe_processes(answer: dict[str, Any]) -> None:
     pids = sorted({p["pid"] for g in answer["gpus"] for p in g["processes"] if p["pid"]})
     if not pids:
         return
@@ -135,9 +145,9 @@ def _describe_processes(answer):
             proc["user"] = seen["user"] if seen else None
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     wanted = args.get("backend", "auto")
-    notes = []
+    notes: list[str] = []
     answer = None
     if wanted in ("auto", "nvml"):
         answer = _via_nvml(notes)

@@ -6,23 +6,26 @@ parsers are tested against recorded output with no GPU. Fields are the ones in
 ``GPU_FIELDS`` / ``APP_FIELDS``, in that order; values like ``[N/A]`` become None.
 """
 
+from __future__ import annotations
+
 import csv
 import io
 import re
+from typing import Any
 
 GPU_FIELDS = ("index", "uuid", "name", "memory.total", "memory.used", "compute_cap", "driver_version")
 APP_FIELDS = ("gpu_uuid", "pid", "process_name", "used_memory")
 _CUDA = re.compile(r"CUDA Version:\s*([0-9]+(?:\.[0-9]+)*)")
 
 
-def _value(text):
+def _value(text: str) -> str | None:
     text = text.strip()
     if not text or (text.startswith("[") and text.endswith("]")):
         return None
     return text
 
 
-def _int(text):
+def _int(text: str) -> int | None:
     value = _value(text)
     try:
         return int(float(value)) if value is not None else None
@@ -30,7 +33,7 @@ def _int(text):
         return None
 
 
-def rows(text, width, free=None):
+def rows(text: str, width: int, free: int | None = None) -> list[list[str]]:
     """CSV rows of exactly ``width`` fields; the field at index ``free`` may hold commas."""
     out = []
     for row in csv.reader(io.StringIO(text), skipinitialspace=True):
@@ -45,8 +48,8 @@ def rows(text, width, free=None):
     return out
 
 
-def parse_gpus(text, fields=GPU_FIELDS):
-    gpus = []
+def parse_gpus(text: str, fields: tuple[str, ...] = GPU_FIELDS) -> list[dict[str, Any]]:
+    gpus: list[dict[str, Any]] = []
     for row in rows(text, len(fields), free=fields.index("name")):
         cells = dict(zip(fields, row, strict=True))
         gpus.append(
@@ -64,7 +67,7 @@ def parse_gpus(text, fields=GPU_FIELDS):
     return gpus
 
 
-def parse_apps(text):
+def parse_apps(text: str) -> list[dict[str, Any]]:
     apps = []
     for row in rows(text, len(APP_FIELDS), free=2):
         gpu_uuid, pid, name, used = row
@@ -79,12 +82,12 @@ def parse_apps(text):
     return apps
 
 
-def cuda_version(banner):
+def cuda_version(banner: str) -> str | None:
     match = _CUDA.search(banner or "")
     return match.group(1) if match else None
 
 
-def combine(gpu_csv, apps_csv, banner="", fields=GPU_FIELDS):
+def combine(gpu_csv: str, apps_csv: str, banner: str = "", fields: tuple[str, ...] = GPU_FIELDS) -> dict[str, Any]:
     gpus = parse_gpus(gpu_csv, fields)
     by_uuid = {gpu["uuid"]: gpu for gpu in gpus}
     for app in parse_apps(apps_csv or ""):
@@ -102,6 +105,6 @@ def combine(gpu_csv, apps_csv, banner="", fields=GPU_FIELDS):
     }
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     fields = tuple(args.get("fields") or GPU_FIELDS)
     return combine(args.get("gpu_csv", ""), args.get("apps_csv", ""), args.get("banner", ""), fields)

@@ -10,14 +10,17 @@ not be read: as root they are reported only; otherwise a segment one of them cou
 have opened is not proven unused).
 """
 
+from __future__ import annotations
+
 import fnmatch
 import os
 import pwd
 import stat
 import time
+from typing import Any
 
 
-def _type(mode):
+def _type(mode: int) -> str:
     if stat.S_ISLNK(mode):
         return "symlink"
     if stat.S_ISREG(mode):
@@ -27,7 +30,7 @@ def _type(mode):
     return "other"
 
 
-def _maps_keys(pid):
+def _maps_keys(pid: int) -> set[tuple[int, int]]:
     """(device, inode) pairs of the files mapped by pid."""
     keys = set()
     with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as handle:
@@ -40,7 +43,7 @@ def _maps_keys(pid):
     return keys
 
 
-def _fd_keys(pid):
+def _fd_keys(pid: int) -> set[tuple[int, int]]:
     keys = set()
     fd_dir = f"/proc/{pid}/fd"
     for fd in os.listdir(fd_dir):
@@ -52,20 +55,20 @@ def _fd_keys(pid):
     return keys
 
 
-def _proc_uid(pid):
+def _proc_uid(pid: int) -> int | None:
     try:
         return os.stat(f"/proc/{pid}").st_uid
     except OSError:
         return None
 
 
-def _could_open(uid, entry):
+def _could_open(uid: int | None, entry: dict[str, Any]) -> bool:
     """Could a process of this uid have opened the segment (so mapped it)?"""
     mode = entry["mode"]
     return uid == 0 or uid == entry["uid"] or bool(mode & 0o066)
 
 
-def blockers(entry, unreadable):
+def blockers(entry: dict[str, Any], unreadable: list[dict[str, Any]]) -> list[int]:
     """Uninspectable processes that might use the entry.
 
     As root every ordinary process is readable; one that is not is hidden by the kernel
@@ -78,9 +81,9 @@ def blockers(entry, unreadable):
     return [u["pid"] for u in unreadable if _could_open(u["uid"], entry)]
 
 
-def users_of(wanted):
+def users_of(wanted: set[tuple[int, int]]) -> tuple[dict[tuple[int, int], list[int]], list[dict[str, Any]]]:
     """{(dev, ino): [pids]} for the wanted keys, plus pids that could not be inspected."""
-    found = {key: [] for key in wanted}
+    found: dict[tuple[int, int], list[int]] = {key: [] for key in wanted}
     unreadable = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -102,7 +105,7 @@ def users_of(wanted):
     return found, unreadable
 
 
-def _user(uid, cache):
+def _user(uid: int, cache: dict[int, str]) -> str:
     if uid not in cache:
         try:
             cache[uid] = pwd.getpwuid(uid).pw_name
@@ -111,11 +114,13 @@ def _user(uid, cache):
     return cache[uid]
 
 
-def _owner_ok(entry, owners):
+def _owner_ok(entry: dict[str, Any], owners: list[str]) -> bool:
     return not owners or entry["user"] in owners or str(entry["uid"]) in owners
 
 
-def _classify(entry, patterns, min_age_s, owners, unreadable):
+def _classify(
+    entry: dict[str, Any], patterns: list[str], min_age_s: float, owners: list[str], unreadable: list[dict[str, Any]]
+) -> str | None:
     if not any(fnmatch.fnmatchcase(entry["name"], p) for p in patterns):
         return "does not match patterns"
     if entry["type"] != "file":
@@ -135,9 +140,9 @@ def _classify(entry, patterns, min_age_s, owners, unreadable):
     return None
 
 
-def _entries(path):
+def _entries(path: str) -> list[dict[str, Any]]:
     now = time.time()
-    users = {}
+    users: dict[int, str] = {}
     out = []
     for item in os.scandir(path):
         st = item.stat(follow_symlinks=False)
@@ -159,7 +164,9 @@ def _entries(path):
     return out
 
 
-def inspect(path, patterns, min_age_s, owners):
+def inspect(
+    path: str, patterns: list[str], min_age_s: float, owners: list[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     entries = _entries(path)
     in_use, unreadable = users_of({(e["dev"], e["ino"]) for e in entries if e["type"] == "file"})
     for entry in entries:
@@ -169,7 +176,7 @@ def inspect(path, patterns, min_age_s, owners):
     return entries, unreadable
 
 
-def space(path):
+def space(path: str) -> dict[str, int]:
     st = os.statvfs(path)
     return {
         "free_mib": st.f_bavail * st.f_frsize // 2**20,
@@ -177,7 +184,7 @@ def space(path):
     }
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     path = args.get("path", "/dev/shm")
     entries, unreadable = inspect(
         path,

@@ -9,22 +9,29 @@ outside it is touched. Answer: ``removed`` [{name, bytes}], ``skipped`` [{name,
 reason}], ``free_mib``.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
+    from engine.probes._call import call
+
 MUTATES = True
 USES = ("shm",)
 
 import os
 
 
-def _safe_name(name):
+def _safe_name(name: str) -> bool:
     return bool(name) and "/" not in name and name not in (".", "..") and "\0" not in name
 
 
-def _identity(entry):
+def _identity(entry: dict[str, Any]) -> tuple[Any, Any, Any]:
     """Device, inode and change time: an inode number alone is reused at once on tmpfs."""
     return (entry["dev"], entry["ino"], entry.get("ctime_ns"))
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     path = args.get("path", "/dev/shm")
     now = call(
         "shm",
@@ -50,8 +57,8 @@ def main(args):
                 reason = "replaced by another file since planning"
             else:
                 reason = entry["reason"]
-            if reason:
-                skipped.append({"name": name, "reason": reason})
+            if reason or entry is None:
+                skipped.append({"name": name, "reason": reason or "gone"})
                 continue
             try:
                 os.unlink(name, dir_fd=dir_fd)

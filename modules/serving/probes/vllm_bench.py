@@ -9,14 +9,18 @@ Answer: ``wall_s`` and ``results`` [{"ok", "ttft_s", "latency_s", "output_tokens
 "error"}], one per request.
 """
 
+from __future__ import annotations
+
 import json
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from typing import Any
 
 
-def _request(args):
+def _request(args: dict[str, Any]) -> urllib.request.Request:
     body = {
         "model": args["model"],
         "prompt": args["prompt"],
@@ -37,7 +41,7 @@ def _request(args):
     )
 
 
-def _events(response):
+def _events(response: Any) -> Iterator[dict[str, Any]]:
     for raw in response:
         line = raw.decode("utf-8", "replace").strip()
         if line.startswith("data:"):
@@ -47,7 +51,7 @@ def _events(response):
             yield json.loads(payload)
 
 
-def one_request(args):
+def one_request(args: dict[str, Any]) -> dict[str, Any]:
     started = time.monotonic()
     ttft, chunks, usage_tokens = None, 0, None
     try:
@@ -77,7 +81,7 @@ def one_request(args):
     }
 
 
-def _failed(started, error):
+def _failed(started: float, error: str) -> dict[str, Any]:
     return {
         "ok": False,
         "ttft_s": None,
@@ -87,13 +91,13 @@ def _failed(started, error):
     }
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     total = int(args["requests"])
-    results = [None] * total
+    results: list[dict[str, Any] | None] = [None] * total
     next_index = [0]
     lock = threading.Lock()
 
-    def worker():
+    def worker() -> None:
         while True:
             with lock:
                 index = next_index[0]

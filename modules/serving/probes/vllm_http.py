@@ -5,14 +5,17 @@ bearer token; never echoed back), ``timeout_s``. Answer: ``status`` (HTTP status
 when no answer), ``body`` (text, at most 64 KiB), ``error`` (why there was no answer).
 """
 
+from __future__ import annotations
+
 import json
 import urllib.error
 import urllib.request
+from typing import Any
 
 MAX_BODY = 65536
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     data = None
     headers = {"Accept": "application/json"}
     if args.get("json") is not None:

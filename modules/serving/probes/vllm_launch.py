@@ -12,6 +12,13 @@ connection and the controller. Answer: the state record written (pid, start_time
 or ``error`` when the launcher could not be executed.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
+    from engine.probes._call import call
+
 MUTATES = True
 USES = ("procs",)
 
@@ -50,17 +57,17 @@ print(json.dumps({"pid": pid, "error": error or None}))
 """
 
 
-def _prepare(path, mode):
+def _prepare(path: str, mode: int) -> None:
     directory = os.path.dirname(path)
     os.makedirs(directory, mode=mode, exist_ok=True)
 
 
-def _rotate_log(log_path):
+def _rotate_log(log_path: str) -> None:
     if os.path.exists(log_path):
         os.replace(log_path, log_path + ".prev")
 
 
-def _write_state(state_path, record):
+def _write_state(state_path: str, record: dict[str, Any]) -> None:
     directory = os.path.dirname(state_path)
     fd, tmp = tempfile.mkstemp(prefix=".rigger-", dir=directory)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -71,12 +78,12 @@ def _write_state(state_path, record):
     os.replace(tmp, state_path)
 
 
-def _start_time(pid):
+def _start_time(pid: int) -> int | None:
     answer = call("procs", {"pids": [pid]})["processes"]
     return answer[0]["start_time"] if answer else None
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     log_path = os.path.abspath(os.path.expanduser(args["log_path"]))
     state_path = os.path.abspath(os.path.expanduser(args["state_path"]))
     _prepare(state_path, 0o700)

@@ -9,6 +9,13 @@ PID-reuse guard), ``health_status`` (HTTP status of /health, or None), ``health_
 ``state_error`` (the state file exists but cannot be read).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
+    from engine.probes._call import call
+
 USES = ("procs", "vllm_http")
 
 import json
@@ -16,7 +23,7 @@ import os
 import re
 
 
-def read_record(state_path):
+def read_record(state_path: str) -> tuple[dict[str, Any] | None, str | None]:
     path = os.path.expanduser(state_path)
     try:
         with open(path, encoding="utf-8") as handle:
@@ -32,7 +39,7 @@ def read_record(state_path):
 VLLM_LIKE = re.compile(r"vllm|python", re.IGNORECASE)
 
 
-def session_members(record):
+def session_members(record: dict[str, Any]) -> list[dict[str, Any]]:
     """Live processes of the recorded session, guarded against a reused session id.
 
     While any process of the session lives, the kernel does not hand its id out again
@@ -50,13 +57,13 @@ def session_members(record):
     return [p for p in live if p["start_time"] >= int(started) and VLLM_LIKE.search(p["name"] + " " + p["cmdline"])]
 
 
-def leader_alive(record, members):
+def leader_alive(record: dict[str, Any], members: list[dict[str, Any]]) -> bool:
     return any(p["pid"] == record.get("pid") and p["start_time"] == record.get("start_time") for p in members)
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     record, error = read_record(args["state_path"])
-    answer = {
+    answer: dict[str, Any] = {
         "record": record,
         "state_error": error,
         "leader_alive": False,
@@ -75,9 +82,9 @@ def main(args):
     return answer
 
 
-def ask_health(url, timeout_s, attempts=3):
+def ask_health(url: str, timeout_s: float, attempts: int = 3) -> dict[str, Any]:
     """A busy host may answer late: only a real answer counts, a timeout is asked again."""
-    health = {"status": None, "error": "not asked"}
+    health: dict[str, Any] = {"status": None, "error": "not asked"}
     for _ in range(attempts):
         health = call("vllm_http", {"url": url, "timeout_s": timeout_s})
         if health["status"] is not None or "refused" in str(health["error"]).lower():

@@ -10,6 +10,13 @@ of it when more arrived), ``offset``, ``stage`` (the last stage passed now: none
 models, completion), ``detail`` (what the last check answered).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
+    from engine.probes._call import call
+
 USES = ("procs", "vllm_http")
 
 import json
@@ -19,7 +26,7 @@ MAX_CHUNK = 262144
 STAGES = ("none", "health", "models", "completion")
 
 
-def read_log(path, offset):
+def read_log(path: str, offset: int) -> tuple[str, int]:
     try:
         size = os.path.getsize(path)
     except OSError:
@@ -33,39 +40,40 @@ def read_log(path, offset):
     return data.decode("utf-8", "replace"), start + len(data)
 
 
-def alive(pid, start_time):
+def alive(pid: int, start_time: int | None) -> bool:
     found = call("procs", {"pids": [int(pid)]})["processes"]
     if not found or found[0]["state"] in ("Z", "X"):
         return False
-    return found[0]["start_time"] == start_time
+    return bool(found[0]["start_time"] == start_time)
 
 
-def _get(args, path, body=None):
+def _get(args: dict[str, Any], path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     request = {"url": args["base_url"] + path, "timeout_s": args.get("request_timeout_s", 5)}
     if body is not None:
         request.update({"method": "POST", "json": body})
     if args.get("api_key") and path.startswith("/v1"):
         request["api_key"] = args["api_key"]
-    return call("vllm_http", request)
+    answer: dict[str, Any] = call("vllm_http", request)
+    return answer
 
 
-def _models_list(body):
+def _models_list(body: str) -> list[Any]:
     try:
         return [entry.get("id") for entry in json.loads(body).get("data", [])]
     except (ValueError, AttributeError):
         return []
 
 
-def _answered(path, answer):
+def _answered(path: str, answer: dict[str, Any]) -> str:
     return f"{path} answered {answer['status']}: {answer['body'][:300]}"
 
 
-def check_health(args):
+def check_health(args: dict[str, Any]) -> tuple[bool, str]:
     answer = _get(args, "/health")
     return answer["status"] == 200, answer["error"] or f"/health answered {answer['status']}"
 
 
-def check_models(args):
+def check_models(args: dict[str, Any]) -> tuple[bool, str]:
     answer = _get(args, "/v1/models")
     ids = _models_list(answer["body"]) if answer["status"] == 200 else []
     if args["served_name"] in ids:
@@ -75,7 +83,7 @@ def check_models(args):
     return False, f"/v1/models lists {ids}, not {args['served_name']!r}"
 
 
-def check_completion(args):
+def check_completion(args: dict[str, Any]) -> tuple[bool, str]:
     body = {"model": args["served_name"], "prompt": "Hello", "max_tokens": 1, "temperature": 0}
     answer = _get(args, "/v1/completions", body)
     if answer["status"] == 200:
@@ -86,7 +94,7 @@ def check_completion(args):
 CHECKS = {"none": check_health, "health": check_models, "models": check_completion}
 
 
-def main(args):
+def main(args: dict[str, Any]) -> dict[str, Any]:
     text, offset = read_log(os.path.expanduser(args["log_path"]), int(args.get("offset", 0)))
     is_alive = alive(args["pid"], args["start_time"])
     stage = args.get("stage", "none")

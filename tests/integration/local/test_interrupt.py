@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import psutil
+from isolated_home import own_run_lock
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -34,7 +35,7 @@ def test_ctrl_c_ends_running_commands_reports_and_exits_99(tmp_path):
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "engine.cli", "run", str(tmp_path / "p.yml"), "-i", str(tmp_path / "fleet.yml")],
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(REPO), **own_run_lock()},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -9,13 +9,15 @@ import sys
 import time
 from pathlib import Path
 
+from isolated_home import own_run_lock
+
 REPO = Path(__file__).resolve().parents[3]
 
 
 def _start(book: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "engine.cli", "run", str(book), *extra],
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(REPO), **own_run_lock()},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

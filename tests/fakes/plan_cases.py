@@ -1,0 +1,78 @@
+"""Table-driven plan() tests: ``tests/plan_fixtures/<module>/<case>.json`` holds the task's
+arguments, the host's recorded answers and what plan() must conclude.
+
+A case file: ``description``; ``args`` (as a playbook gives them: the schema's defaults are
+filled in as the executor does); optional ``facts`` and ``vars``; ``host`` (``probes``,
+``files``, ``commands`` for ``RecordedHost``); ``expect``, one of
+``{"change": summary}`` (with optional ``payload`` / ``diff_labels``),
+``{"unchanged": msg}`` (with optional ``data`` / ``set_vars`` / ``warnings``),
+``{"fails": the TaskFailed message}`` or ``{"refused": text}`` (plan tried
+to change the host). The recordings come from real hosts (``Recorder``), edited where a
+case needs a situation this machine cannot show (8 busy GPUs, another user's process).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from recorded_host import RecordedHost, planning_context
+
+from engine import registry
+from engine.module_api import Change, TaskFailed, Unchanged, WriteRefused
+from engine.templating import Scope
+
+FIXTURES = Path(__file__).resolve().parent.parent / "plan_fixtures"
+
+
+def cases(room: str) -> list[Any]:
+    """One pytest param per case file of every module of the room."""
+    found = []
+    for room_package in registry.rooms():
+        if room_package.__name__ != f"modules.{room}":
+            continue
+        for module in room_package.MODULES:
+            for path in sorted((FIXTURES / module).glob("*.json")):
+                found.append(pytest.param(path, id=f"{module}/{path.stem}"))
+    return found
+
+
+def check(path: Path) -> None:
+    case = json.loads(path.read_text(encoding="utf-8"))
+    spec = registry.get(path.parent.name)
+    args = spec.coerced(case["args"])
+    problems = [error.message for error in spec.validator.iter_errors(args)]
+    assert not problems, f"{path.name}: invalid args {problems}"
+    args = spec.with_defaults(args)
+    host = RecordedHost(**case.get("host", {}))
+    facts = case.get("facts", {})
+    ctx = planning_context(host, facts, Scope(case.get("vars", {}), {"facts": facts}))
+    expect = case["expect"]
+    if "fails" in expect:
+        with pytest.raises(TaskFailed) as failed:
+            spec.plan(ctx, args)
+        assert failed.value.msg == expect["fails"]
+        return
+    if "refused" in expect:
+        with pytest.raises(WriteRefused, match=expect["refused"]):
+            spec.plan(ctx, args)
+        return
+    outcome = spec.plan(ctx, args)
+    if "change" in expect:
+        assert isinstance(outcome, Change), f"expected a change, plan() said {outcome!r}"
+        assert outcome.summary == expect["change"]
+        assert [diff.label for diff in outcome.diffs] == expect.get("diff_labels", [d.label for d in outcome.diffs])
+        for key, value in expect.get("payload", {}).items():
+            assert outcome.payload[key] == value, key
+        return
+    assert outcome is None or isinstance(outcome, Unchanged), f"expected no change, plan() said {outcome!r}"
+    found = outcome or Unchanged()
+    assert found.msg == expect["unchanged"]
+    for key, value in expect.get("data", {}).items():
+        assert found.data[key] == value, key
+    if "set_vars" in expect:
+        assert dict(found.set_vars) == expect["set_vars"]
+    if "warnings" in expect:
+        assert list(found.warnings) == expect["warnings"]
