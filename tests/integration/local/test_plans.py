@@ -69,14 +69,6 @@ class Decoys:
             proc.wait()
 
 
-@pytest.fixture(autouse=True)
-def own_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A HOME of the test's own: rigger's run lock (~/.cache/rigger/run.lock) on localhost
-    is then not shared with other runs on this machine, which would make ours unreachable."""
-    (tmp_path / "home").mkdir()
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-
-
 @pytest.fixture
 def decoys() -> Iterator[Decoys]:
     spawned = Decoys()
