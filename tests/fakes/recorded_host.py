@@ -30,10 +30,12 @@ class RecordedHost:
     commands: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     host_name: str = "recorded"
     calls: list[tuple[str, Any]] = field(default_factory=list)
+    probe_args: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     _served: dict[str, int] = field(default_factory=dict)
 
     def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool = False) -> dict[str, Any]:
         self.calls.append(("probe", name))
+        self.probe_args.append((name, dict(args or {})))
         if name not in self.probes:
             raise AssertionError(f"no recorded answer for probe {name} (args {dict(args or {})})")
         answer = self._next(name, self.probes[name])

@@ -2,8 +2,8 @@
 
 Real: a start-up log recorded from vLLM CPU 0.32.0 serving the tiny model
 (vllm_logs/cpu_startup_0.32.0.log), and fatal lines in the exact wording of
-from vLLM's source and issues (vllm_logs/gpu_fatal_lines.txt). Not real: the connection in
-the wait tests is a scripted stand-in that replays probe answers built from those logs;
+from vLLM's source and issues (vllm_logs/gpu_fatal_lines.txt). Not real: the host in
+the wait tests is a RecordedHost (tests/fakes) that replays probe answers built from those logs;
 what is tested is the decision rigger makes from them (fail at once, quote the line).
 """
 
@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from recorded_host import RecordedHost
 
+from engine.module_api import ScopedConnection
 from modules.serving.readiness import LogFollower, fatal_line, last_error_line, phase_of
 from modules.serving.waiting import WaitTarget, wait_ready
 
@@ -79,19 +81,9 @@ def test_follower_joins_a_line_split_across_two_reads() -> None:
     assert follower.all_lines()[-1] == "next"
 
 
-class ReplayConnection:
-    """Answers vllm_wait probes from a list of prepared answers (log text + stage)."""
-
-    host_name = "replay"
-
-    def __init__(self, answers: list[Mapping[str, Any]]):
-        self.answers = list(answers)
-        self.calls: list[Mapping[str, Any]] = []
-
-    def run_probe(self, name: str, args: Mapping[str, Any] | None = None, **_: Any) -> Any:
-        assert name == "vllm_wait"
-        self.calls.append(dict(args or {}))
-        return self.answers.pop(0)
+def replay(answers: list[Mapping[str, Any]]) -> RecordedHost:
+    """A host whose vllm_wait probe answers these, in order (the last one again after)."""
+    return RecordedHost(probes={"vllm_wait": list(answers)})
 
 
 def answer(text: str, stage: str = "none", alive: bool = True) -> dict[str, Any]:
@@ -102,17 +94,17 @@ def target(timeout_s: float = 600) -> WaitTarget:
     return WaitTarget(1, 1, "/var/log/vllm.log", "http://127.0.0.1:8000", "m", None, timeout_s)
 
 
-def run_wait(conn: ReplayConnection, timeout_s: float = 600):  # type: ignore[no-untyped-def]
+def run_wait(host: RecordedHost, timeout_s: float = 600):  # type: ignore[no-untyped-def]
     ticks = iter(float(i) for i in range(10_000))
     progress: list[str] = []
-    ready = wait_ready(conn, target(timeout_s), progress.append, clock=lambda: next(ticks),
+    ready = wait_ready(ScopedConnection(host), target(timeout_s), progress.append, clock=lambda: next(ticks),
                        sleep=lambda _: None)  # fmt: skip
     return ready, progress
 
 
 def test_fatal_line_fails_on_the_poll_that_brings_it() -> None:
     fatal = GPU_FATAL[0]
-    conn = ReplayConnection(
+    conn = replay(
         [
             answer("\n".join(CPU_LOG[:15]) + "\n"),
             answer(fatal + "\n"),
@@ -122,13 +114,13 @@ def test_fatal_line_fails_on_the_poll_that_brings_it() -> None:
     ready, _ = run_wait(conn)
     assert not ready.ready
     assert ready.fatal_line == fatal.strip()
-    assert len(conn.calls) == 2
+    assert len(conn.probe_args) == 2
     message = ready.failure_message("/var/log/vllm.log")
     assert fatal.strip() in message and "last lines of /var/log/vllm.log" in message
 
 
 def test_process_exit_fails_quoting_the_last_error() -> None:
-    conn = ReplayConnection(
+    conn = replay(
         [
             answer("\n".join(CPU_LOG[:10]) + "\n"),
             answer(
@@ -143,7 +135,7 @@ def test_process_exit_fails_quoting_the_last_error() -> None:
 
 
 def test_ready_after_all_three_stages_with_phases_reported() -> None:
-    conn = ReplayConnection(
+    conn = replay(
         [
             answer("\n".join(CPU_LOG[:40]) + "\n"),
             answer("\n".join(CPU_LOG[40:]) + "\n", stage="health"),
@@ -152,13 +144,13 @@ def test_ready_after_all_three_stages_with_phases_reported() -> None:
     )
     ready, progress = run_wait(conn)
     assert ready.ready
-    assert [c["stage"] for c in conn.calls] == ["none", "none", "health"]
+    assert [args["stage"] for _, args in conn.probe_args] == ["none", "none", "health"]
     assert [name for name, _ in ready.phases][-1] == "API up"
     assert any("waiting for" in line for line in progress)
 
 
 def test_timeout_says_which_stage_it_was_waiting_for() -> None:
-    conn = ReplayConnection([answer("x\n", stage="health") for _ in range(20)])
+    conn = replay([answer("x\n", stage="health") for _ in range(20)])
     ready, _ = run_wait(conn, timeout_s=5)
     assert not ready.ready
     assert "not ready after 5s" in ready.reason
