@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from engine import __version__, docs, registry, static_check
+from engine import __version__, docs, inventory_list, registry, static_check
 from engine.errors import EXIT_BAD_OPTIONS, EXIT_INTERRUPTED, EXIT_UNEXPECTED, OptionsError, RiggerError
 from engine.extravars import parse_all
 from engine.inventory import load_inventory, select_hosts
@@ -68,9 +68,9 @@ def run(
     output: str,
     verbose: int,
 ) -> None:
-    """Run PLAYBOOK against the inventory's hosts (localhost when no -i)."""
+    """Run PLAYBOOK against the inventory's hosts (without -i only `localhost` exists)."""
     book = load_playbook(playbook)
-    inventory = load_inventory(inventories)
+    inventory = load_inventory(inventories, playbook_dir=_playbook_dir(playbook))
     extra_vars = parse_all(extra)
     static_check.check(book, inventory, extra_vars)
     options = RunOptions(
@@ -83,8 +83,8 @@ def run(
         extra_vars=extra_vars,
         verbosity=verbose,
     )
-    if limit and not select_hosts(inventory, limit):
-        raise OptionsError(f"--limit {limit!r} matches no host in the inventory")
+    if limit and inventory.hosts and not select_hosts(inventory, "all", limit):
+        raise RiggerError(f"--limit {limit!r}: the inventory, host pattern and --limit leave no hosts to target")
     sink = _sink(output, diff, verbose)
     runner = Runner(inventory, options, sink.emit)
     code = runner.run(book)
@@ -184,7 +184,7 @@ def apply_cmd(
 def validate(playbook: str, inventories: tuple[str, ...], extra: tuple[str, ...]) -> None:
     """Parse and check PLAYBOOK (and inventories) without connecting to any host."""
     book = load_playbook(playbook)
-    inventory = load_inventory(inventories)
+    inventory = load_inventory(inventories, playbook_dir=_playbook_dir(playbook))
     static_check.check(book, inventory, parse_all(extra))
     tasks = sum(1 for _ in all_tasks(book))
     click.echo(f"{playbook}: valid ({len(book.plays)} plays, {tasks} tasks, {len(inventory.hosts)} hosts in inventory)")
@@ -192,19 +192,20 @@ def validate(playbook: str, inventories: tuple[str, ...], extra: tuple[str, ...]
 
 @cli.command()
 @click.option("-i", "--inventory", "inventories", multiple=True)
-@click.option("-l", "--limit", default="all", help="Host pattern.")
-def facts(inventories: tuple[str, ...], limit: str) -> None:
+@click.option("-l", "--limit", help="Host pattern (default: all, or localhost without an inventory).")
+def facts(inventories: tuple[str, ...], limit: str | None) -> None:
     """Print gathered facts of the selected hosts as JSON."""
     from engine.connection.factory import open_connection
     from engine.facts import gather
 
     inventory = load_inventory(inventories)
+    limit = limit or ("all" if inventory.hosts else "localhost")
     hosts = select_hosts(inventory, limit)
     if not hosts:
         raise OptionsError(f"pattern {limit!r} matches no host")
     answer: dict[str, Any] = {}
     for name in hosts:
-        conn = open_connection(name, inventory.hosts[name].vars)
+        conn = open_connection(name, inventory.host(name).vars)
         try:
             answer[name] = gather(conn)
         except RiggerError as exc:
@@ -212,6 +213,26 @@ def facts(inventories: tuple[str, ...], limit: str) -> None:
         finally:
             conn.close()
     click.echo(json.dumps(answer, indent=2, default=str))
+
+
+@cli.command("inventory")
+@click.option("-i", "--inventory", "inventories", multiple=True, help="Inventory file or folder; repeatable.")
+@click.option("--list", "as_list", is_flag=True, help="Every group and host with its variables (the default).")
+@click.option("--host", help="One host's variables.")
+@click.option("--playbook-dir", type=click.Path(file_okay=False), help="Also read group_vars/host_vars beside it.")
+def inventory_cmd(inventories: tuple[str, ...], as_list: bool, host: str | None, playbook_dir: str | None) -> None:
+    """Print the resolved inventory as JSON, in the shape of `ansible-inventory --list`."""
+    inventory = load_inventory(inventories, playbook_dir=playbook_dir)
+    if host is not None:
+        if host not in inventory.hosts:
+            raise OptionsError(f"--host {host!r}: no such host in the inventory")
+        click.echo(json.dumps(inventory.hosts[host].vars, indent=4, sort_keys=True, default=str))
+        return
+    click.echo(json.dumps(inventory_list.listing(inventory), indent=4, sort_keys=True, default=str))
+
+
+def _playbook_dir(playbook: str) -> str:
+    return os.path.dirname(os.path.abspath(playbook))
 
 
 @cli.command("modules")

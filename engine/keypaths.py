@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -23,6 +24,13 @@ def keypath_diff(before: Any, after: Any, prefix: str = "") -> list[str]:
             for index, (old, new) in enumerate(zip(before, after, strict=True))
             for line in keypath_diff(old, new, f"{prefix}{index}.")
         ]
-    if before == after and type(before) is type(after):
+    if same_value(before, after):
         return []
     return [f"~ {prefix.rstrip('.')}"]
+
+
+def same_value(before: Any, after: Any) -> bool:
+    """Equal and of the same type; a NaN is the same as a NaN (it is never ``==``)."""
+    if isinstance(before, float) and isinstance(after, float) and math.isnan(before) and math.isnan(after):
+        return True
+    return bool(before == after) and type(before) is type(after)

@@ -67,23 +67,19 @@ def _yaml11_hint(container: Any, key: Any, value: Any) -> str:
 
 def schema_error(root: Any, error: jsonschema.ValidationError, what: str) -> ValidationError:
     """Locate a JSON Schema error at the deepest YAML node on its path."""
-    container, key = root, None
-    for part in error.absolute_path:
-        if isinstance(container, (dict, list)) and (
-            (isinstance(container, dict) and part in container)
-            or (isinstance(container, list) and isinstance(part, int) and part < len(container))
+    holder, key, node = root, None, root
+    for part in error.absolute_path:  # holder: the deepest YAML node that holds `key`
+        if not (
+            (isinstance(node, dict) and part in node)
+            or (isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node))
         ):
-            parent = container
-            container = container[part]
-            key = part
-            if not isinstance(container, (LocatedDict, LocatedList)):
-                container = parent
-                break
-        else:
+            break
+        holder, key, node = node, part, node[part]
+        if not isinstance(node, (LocatedDict, LocatedList)):
             break
     path = ".".join(str(p) for p in error.absolute_path) or what
-    hint = _yaml11_hint(container, key, error.instance) if key is not None else ""
-    return fail(container, key, f"{path}: {_short(error)}{hint}")
+    hint = _yaml11_hint(holder, key, error.instance) if key is not None else ""
+    return fail(holder, key, f"{path}: {_short(error)}{hint}")
 
 
 def _short(error: jsonschema.ValidationError) -> str:

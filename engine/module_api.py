@@ -32,7 +32,7 @@ from typing import Any
 from engine.connection.base import CommandResult, ScopedConnection
 from engine.errors import CommandFailed, TaskFailed, TemplateError, WriteRefused
 from engine.facts import FactSource
-from engine.keypaths import keypath_diff
+from engine.keypaths import keypath_diff, same_value
 from engine.probes import ProbeError
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "evaluate",
     "keypath_diff",
     "render",
+    "same_value",
     "to_bool",
 ]
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+LOCALHOST_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 @dataclass(frozen=True)
@@ -96,9 +98,23 @@ class Host:
 
 @dataclass(frozen=True)
 class Inventory:
+    """``groups``: every group (``all`` and ``ungrouped`` too) with its hosts in Ansible's
+    order; ``direct_hosts``: only those written in the group itself; ``implicit_localhost``:
+    the host ``localhost`` names when the inventory has none (in no group, not even all)."""
+
     hosts: Mapping[str, Host]
     groups: Mapping[str, tuple[str, ...]]
     sources: tuple[str, ...] = ()
+    children: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    direct_hosts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    implicit_localhost: Host | None = None
+
+    def host(self, name: str) -> Host:
+        if name in self.hosts:
+            return self.hosts[name]
+        if self.implicit_localhost is not None and name in LOCALHOST_NAMES:
+            return replace(self.implicit_localhost, name=name)
+        raise KeyError(name)
 
 
 def all_tasks(book: Playbook) -> Iterator[Task]:
@@ -118,19 +134,3 @@ def _tasks(steps: tuple[Step, ...]) -> Iterator[Task]:
             yield from _tasks(step.block + step.rescue + step.always)
         else:
             yield step
-
-
-def host_magic(host: Host, inventory: Inventory, check_mode: bool, diff_mode: bool) -> dict[str, Any]:
-    """The magic variables rigger defines for one host (Ansible's names)."""
-    return {
-        "inventory_hostname": host.name,
-        "group_names": list(host.groups),
-        "groups": {group: list(members) for group, members in inventory.groups.items()},
-        "ansible_check_mode": check_mode,
-        "ansible_diff_mode": diff_mode,
-    }
-
-
-# every name rigger defines without the user: the per-host magic, the play's playbook_dir
-# (a play var may override it) and the gathered facts
-MAGIC_VARIABLES = frozenset(host_magic(Host("", {}), Inventory({}, {}), False, False)) | {"playbook_dir", "facts"}

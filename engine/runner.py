@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import facts as facts_mod
-from engine import runlock, templating
+from engine import magicvars, runlock, templating
 from engine.batches import Limits, batches
 from engine.connection.base import Connection
 from engine.connection.factory import open_connection
@@ -39,7 +39,7 @@ from engine.output.events import (
     TaskFinished,
     TaskStarted,
 )
-from engine.playbook import Block, Inventory, Play, Playbook, Step, Task, host_magic
+from engine.playbook import Block, Inventory, Play, Playbook, Step, Task
 from engine.runlock.hostlocks import HostLocks
 from engine.yamlload import load_file
 
@@ -62,7 +62,7 @@ class HostRun:
     """A host's mutable state during one play."""
 
     name: str
-    inventory_vars: Mapping[str, Any]
+    inventory_vars: dict[str, Any]
     conn: Connection
     data: dict[str, Any] = field(default_factory=dict)
     failed: bool = False
@@ -92,6 +92,21 @@ class Runner:
         self._in_flight: dict[str, str] = {}
         self._locks = HostLocks()
         self.owner = "rigger run"
+        self._run_magic = magicvars.run_variables(
+            inventory,
+            options.check_mode,
+            options.diff,
+            options.forks,
+            options.limit,
+            options.verbosity,
+            options.tags,
+            options.skip_tags,
+        )
+        self._hosts: dict[str, HostRun] = {}
+        self._play_names: list[str] = []
+        self._batch_names: list[str] = []
+        self._host_data: dict[str, dict[str, Any]] = {}
+        self._hostvars = magicvars.HostVars(inventory, self._scope_of)
 
     def emit(self, event: Event) -> None:
         with self._emit_lock:
@@ -102,9 +117,20 @@ class Runner:
         """One connection per host for the whole run. -e wins here too (as in Ansible):
         ``-e ansible_user=ops`` or ``-e host_key_checking=accept-new`` apply."""
         if host not in self._connections:
-            host_vars = {**self.inventory.hosts[host].vars, **self.options.extra_vars}
-            self._connections[host] = open_connection(host, host_vars)
+            self._connections[host] = open_connection(host, self._connection_vars(host))
         return self._connections[host]
+
+    def _connection_vars(self, host: str) -> dict[str, Any]:
+        """The host's ``ansible_*`` settings rendered (``ansible_python_interpreter:
+        "{{ ansible_playbook_python }}"`` is a template), extra vars winning."""
+        inventory_vars = self.inventory.host(host).vars
+        magic = {**self._run_magic, **magicvars.host_variables(self.inventory, host)}
+        scope = templating.Scope({**inventory_vars, **magic}, {}, self.options.extra_vars)
+        merged = {**inventory_vars, **self.options.extra_vars}
+        for key, value in merged.items():
+            if key.startswith("ansible_") and templating.contains_template(value):
+                merged[key] = templating.render(value, scope)
+        return merged
 
     def _report_connection_warnings(self, hosts: list[HostRun]) -> None:
         for host in hosts:
@@ -114,11 +140,11 @@ class Runner:
 
     def _lock(self, host: HostRun) -> HostResult | None:
         """Take the host's run lock once per run; a held lock makes the host unreachable."""
-        if self.options.check_mode or not to_bool(host.inventory_vars.get("rigger_run_lock", True)):
+        settings = self._connection_vars(host.name)
+        if self.options.check_mode or not to_bool(settings.get("rigger_run_lock", True)):
             return None
         try:
-            host_vars = {**self.inventory.hosts[host.name].vars, **self.options.extra_vars}
-            warning = self._locks.take(host.name, host_vars, host.conn, self.owner)
+            warning = self._locks.take(host.name, settings, host.conn, self.owner)
         except HostUnreachable as exc:
             return HostResult(host.name, "Acquiring the run lock", Status.UNREACHABLE, False, msg=str(exc))
         if warning:
@@ -163,11 +189,7 @@ class Runner:
         return EXIT_OK
 
     def _select(self, play: Play) -> list[str]:
-        hosts = select_hosts(self.inventory, play.hosts)
-        if self.options.limit:
-            allowed = set(select_hosts(self.inventory, self.options.limit))
-            hosts = [h for h in hosts if h in allowed]
-        return hosts
+        return select_hosts(self.inventory, play.hosts, self.options.limit)
 
     def _play_vars(self, play: Play, playbook: Playbook) -> dict[str, Any]:
         merged = dict(play.vars)
@@ -195,21 +217,41 @@ class Runner:
         for name in names:
             self.stats.setdefault(name, _new_stats())
         for batch in batches(names, play.serial):
-            hosts = [self._host_run(name, play_vars) for name in batch]
+            self._play_names, self._batch_names = names, batch
+            batch_vars = {**play_vars, **magicvars.play_variables(names, batch, self._down())}
+            hosts = [self._host_run(name, batch_vars) for name in batch]
+            self._hosts.update((h.name, h) for h in hosts)
             if not self._batch(play, hosts):
                 for host in names[names.index(batch[-1]) + 1 :]:
                     self.stopped_at.setdefault(host, "not started: the play was stopped")
                 return
 
     def _host_run(self, name: str, play_vars: Mapping[str, Any]) -> HostRun:
-        host = self.inventory.hosts[name]
-        magic = host_magic(host, self.inventory, self.options.check_mode, self.options.diff)
         return HostRun(
             name=name,
-            inventory_vars={**host.vars, **magic, **play_vars},
+            inventory_vars=self._templated_vars(name, play_vars),
             conn=self.connection(name),
-            data={"facts": facts_mod.defaults()},
+            data=self._data_of(name),
         )
+
+    def _down(self) -> set[str]:
+        """Hosts whose failure was not rescued (nor ignored), or that were unreachable."""
+        return {name for name, counts in self.stats.items() if counts["failed"] or counts["unreachable"]}
+
+    def _templated_vars(self, name: str, play_vars: Mapping[str, Any]) -> dict[str, Any]:
+        """Inventory, then magic, then play variables: all still templates, rendered on use."""
+        magic = {**self._run_magic, **magicvars.host_variables(self.inventory, name), "hostvars": self._hostvars}
+        return {**self.inventory.host(name).vars, **magic, **play_vars}
+
+    def _data_of(self, name: str) -> dict[str, Any]:
+        """Facts, registered results and set_fact values: kept for the whole run, as in Ansible."""
+        return self._host_data.setdefault(name, {"facts": facts_mod.defaults()})
+
+    def _scope_of(self, name: str) -> templating.Scope:
+        """What ``hostvars[name]`` shows: that host's variables in the current play."""
+        run = self._hosts.get(name)
+        templated = run.inventory_vars if run else self._templated_vars(name, {})
+        return templating.Scope(templated, self._data_of(name), self.options.extra_vars)
 
     def _batch(self, play: Play, hosts: list[HostRun]) -> bool:
         """Run the play on one batch. False when the play must stop (failure limits)."""
@@ -331,6 +373,9 @@ class Runner:
             return
         self.emit(TaskStarted(task.display_name, task.module, str(task.location), handler))
         self._in_flight = {h.name: task.display_name for h in hosts}
+        play_magic = magicvars.play_variables(self._play_names, self._batch_names, self._down())
+        for host in hosts:
+            host.inventory_vars.update(play_magic)
 
         def run_on(host: HostRun) -> Outcome:
             scope = templating.Scope(host.inventory_vars, host.data, self.options.extra_vars)

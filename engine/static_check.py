@@ -16,7 +16,8 @@ from jinja2 import meta, nodes
 
 from engine import registry, templating
 from engine.errors import ValidationError
-from engine.playbook import MAGIC_VARIABLES, Inventory, Play, Playbook, Task, all_tasks, play_tasks
+from engine.magicvars import MAGIC_VARIABLES
+from engine.playbook import Inventory, Play, Playbook, Task, all_tasks, play_tasks
 from engine.yamlload import load_file
 
 
@@ -31,15 +32,22 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
+def _base_name(node: nodes.Node | None) -> str | None:
+    """``x`` of ``x``, ``x.y``, ``x['y'].z``: an undefined x makes the whole chain undefined."""
+    while isinstance(node, (nodes.Getattr, nodes.Getitem)):
+        node = node.node
+    return node.name if isinstance(node, nodes.Name) else None
+
+
 def _guarded(tree: nodes.Template) -> set[str]:
-    names: set[str] = set()
+    names: set[str | None] = set()
     for test in tree.find_all(nodes.Test):
-        if test.name in ("defined", "undefined") and isinstance(test.node, nodes.Name):
-            names.add(test.node.name)
+        if test.name in ("defined", "undefined"):
+            names.add(_base_name(test.node))
     for flt in tree.find_all(nodes.Filter):
-        if flt.name in ("default", "d") and isinstance(flt.node, nodes.Name):
-            names.add(flt.node.name)
-    return names
+        if flt.name in ("default", "d"):
+            names.add(_base_name(flt.node))
+    return {name for name in names if name}
 
 
 def names_read(source: str, condition: bool = False) -> set[str]:

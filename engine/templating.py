@@ -17,6 +17,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from engine.errors import TemplateError
 from engine.filters import FILTERS, TESTS
+from engine.lookups import GLOBALS as LOOKUP_GLOBALS
 
 _SINGLE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}|\{%).)*)\}\}\s*$", re.DOTALL)
 _MARKERS = ("{{", "{%", "{#")
@@ -27,9 +28,10 @@ def is_template(value: Any) -> bool:
 
 
 def contains_template(value: Any) -> bool:
+    """Walks plain dicts and lists only: lazy mappings (``hostvars``) are never forced."""
     if isinstance(value, str):
         return is_template(value)
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         return any(contains_template(v) for v in value.values())
     if isinstance(value, (list, tuple)):
         return any(contains_template(v) for v in value)
@@ -42,10 +44,16 @@ _RESULT = "__rigger_value"
 def _configure(env: SandboxedEnvironment) -> SandboxedEnvironment:
     env.filters.update(FILTERS)
     env.tests.update(TESTS)
+    env.globals.update(LOOKUP_GLOBALS)
     return env
 
 
-_TEXT = _configure(SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True))
+class _Undefined(jinja2.ChainableUndefined, jinja2.StrictUndefined):
+    """Strict when used, but ``x.y is defined`` and ``x.y | default(1)`` work with x
+    undefined, as in Ansible (the attribute of an undefined is undefined, not an error)."""
+
+
+_TEXT = _configure(SandboxedEnvironment(undefined=_Undefined, keep_trailing_newline=True))
 
 
 def environment() -> SandboxedEnvironment:
@@ -53,12 +61,28 @@ def environment() -> SandboxedEnvironment:
     return _TEXT
 
 
+def _escape_backslashes(source: str) -> str:
+    """As Ansible: a backslash in a string literal inside ``{{ }}`` is kept, so
+    ``regex_replace('(\\w+)', '\\1')`` written in YAML reaches re.sub as written."""
+    if "\\" not in source or "{{" not in source:
+        return source
+    pieces, inside = [], False
+    try:
+        for _line, kind, text in _TEXT.lex(_TEXT.preprocess(source)):
+            if kind in ("variable_begin", "variable_end"):
+                inside = kind == "variable_begin"
+            pieces.append(text.replace("\\", "\\\\") if inside and kind == "string" else text)
+    except jinja2.TemplateSyntaxError:
+        return source  # reported by the compiler with the original text
+    return "".join(pieces)
+
+
 @lru_cache(maxsize=4096)
 def _compile(source: str, native: bool) -> jinja2.Template:
     """A single ``{{ expr }}`` becomes ``{% set %}`` so the value keeps its type."""
-    code = source
+    code = _escape_backslashes(source)
     if native:
-        match = _SINGLE_EXPRESSION.match(source)
+        match = _SINGLE_EXPRESSION.match(code)
         assert match is not None
         code = "{% set " + _RESULT + " = (" + match.group("expr") + ") %}"
     try:
@@ -156,8 +180,14 @@ class Scope(Mapping[str, Any]):
         return {key: self[key] for key in self}
 
 
-def _render_string(source: str, scope: Mapping[str, Any]) -> Any:
-    native = bool(_SINGLE_EXPRESSION.match(source))
+def render_text(source: str, scope: Mapping[str, Any]) -> str:
+    """A whole template file rendered to text (the ``template`` lookup)."""
+    return str(_render_string(source, scope, native=False))
+
+
+def _render_string(source: str, scope: Mapping[str, Any], native: bool | None = None) -> Any:
+    if native is None:
+        native = bool(_SINGLE_EXPRESSION.match(source))
     template = _compile(source, native)
     try:
         context = template.new_context(scope, shared=True)  # type: ignore[arg-type]
@@ -186,7 +216,7 @@ def render(value: Any, scope: Mapping[str, Any]) -> Any:
     """Render every template string inside value (dicts and lists walked)."""
     if isinstance(value, str):
         return _render_string(value, scope) if is_template(value) else value
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         return {key: render(item, scope) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [render(item, scope) for item in value]

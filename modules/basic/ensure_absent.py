@@ -1,49 +1,20 @@
 """Make sure a path does not exist (file, symlink or directory tree); reports bytes freed.
 
-Refuses `/`, the home directory, top-level system directories and relative paths,
-whatever the playbook says. A symlink is removed itself, never its target.
+The path is judged on the host by what it is, not how it is spelled: its parent is
+resolved there and the object compared by device and inode with `/`, the top-level and
+system directories, every home directory and every mount point, which are never removed,
+nor is a directory holding one of them or another filesystem. A relative path, or one
+ending in `.` or `..`, is refused. A symlink is removed itself, never its target,
+whatever slashes follow it. The object removed is the one judged: removal works relative
+to directories opened without following symlinks, and stops if anything was swapped.
 """
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
-
-PROTECTED = frozenset(
-    {
-        "/",
-        "/bin",
-        "/boot",
-        "/dev",
-        "/etc",
-        "/home",
-        "/lib",
-        "/lib32",
-        "/lib64",
-        "/libx32",
-        "/media",
-        "/mnt",
-        "/opt",
-        "/proc",
-        "/root",
-        "/run",
-        "/sbin",
-        "/srv",
-        "/sys",
-        "/tmp",
-        "/usr",
-        "/var",
-        "/usr/bin",
-        "/usr/lib",
-        "/usr/local",
-        "/usr/sbin",
-        "/var/lib",
-        "/var/log",
-    }
-)
+from engine.module_api import Change, ProbeError, Result, TaskContext, TaskFailed, Unchanged
 
 SCHEMA = {
     "type": "object",
@@ -59,44 +30,36 @@ SCHEMA = {
 }
 
 
-def _refusal(path: str, home: str) -> str | None:
-    if not path.startswith("/"):
-        return f"refusing a relative path: {path!r}"
-    normal = posixpath.normpath(path)
-    if normal in PROTECTED:
-        return f"refusing to remove the system path {normal}"
-    if normal == posixpath.normpath(home) or normal == posixpath.dirname(posixpath.normpath(home)):
-        return f"refusing to remove the home directory {normal}"
-    return None
-
-
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     path = args["path"]
-    probe = ctx.conn.run_probe("path_info", {"paths": [path]})
-    refusal = _refusal(path, probe["home"])
-    if refusal:
-        raise TaskFailed(refusal)
-    info = probe["paths"][path]
-    if info.get("type") == "dir":
-        info = ctx.conn.run_probe("path_info", {"paths": [path], "recursive": True})["paths"][path]
-    if info.get("exists") is None:
-        raise TaskFailed(f"cannot inspect {path}: {info.get('error')}")
-    if not info["exists"]:
+    try:
+        judged = ctx.conn.run_probe("path_judge", {"path": path})
+    except ProbeError as exc:  # e.g. a parent directory that may not be read
+        raise TaskFailed(f"cannot judge {path}: {str(exc).removeprefix('probe path_judge failed: ')}") from None
+    if judged["refusal"]:
+        raise TaskFailed(judged["refusal"])
+    if not judged["exists"]:
         return Unchanged(f"{path} is absent", {"path": path, "bytes_freed": 0})
-    size = int(info.get("size", 0))
+    size = int(judged["size"])
     return Change(
-        summary=f"remove {info['type']} {path} ({size} bytes)",
-        payload={"size": size, "type": info["type"]},
-        fingerprint={f"path:{path}": f"{info['type']} size {size} mtime {info.get('mtime')}"},
+        summary=f"remove {judged['type']} {judged['resolved']} ({size} bytes)",
+        payload={"size": size, "type": judged["type"], "dev": judged["dev"], "ino": judged["ino"]},
+        fingerprint={
+            f"path:{judged['resolved']}": f"{judged['type']} dev {judged['dev']} ino {judged['ino']} size {size}"
+        },
     )
 
 
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     path = args["path"]
-    ctx.conn.run_probe("remove_path", {"path": path})
-    size = change.payload["size"]
+    identity = {"dev": change.payload["dev"], "ino": change.payload["ino"]}
+    try:
+        done = ctx.conn.run_probe("remove_path", {"path": path, **identity})
+    except ProbeError as exc:
+        raise TaskFailed(str(exc).removeprefix("probe remove_path failed: ")) from None
+    size = 0 if done["gone"] else change.payload["size"]
     return Result(
-        changed=True,
-        msg=f"removed {path} ({size} bytes freed)",
+        changed=not done["gone"],
+        msg=f"removed {done['removed']} ({size} bytes freed)" if done["removed"] else f"{path} was already gone",
         data={"path": path, "bytes_freed": size, "type": change.payload["type"]},
     )

@@ -1,7 +1,9 @@
 """Write a file's content (literal or from a Jinja template), atomically, with a backup.
 
 The previous version is kept beside the file as `PATH.YYYYmmddTHHMMSS.bak` unless
-`backup: false`. The diff is a unified diff of the text.
+`backup: false`; the backup keeps the file's owner and group and is never more readable
+than it. A replaced file keeps its owner, group and mode (`mode` changes the mode); a new
+file gets `mode` or the umask. The diff is a unified diff of the text.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 from engine.module_api import (
     Change,
     Diff,
+    ProbeError,
     Result,
     TaskContext,
     TaskFailed,
@@ -105,10 +108,14 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     path = args["path"]
     previous = change.payload["previous"]
     backup = None
-    if previous is not None and args["backup"]:
-        backup = f"{path}.{time.strftime('%Y%m%dT%H%M%S')}.bak"
-        ctx.conn.write_file(backup, previous)
-    ctx.conn.write_file(path, change.payload["data"], mode=change.payload["mode"])
+    try:
+        if previous is not None and args["backup"]:
+            backup = f"{path}.{time.strftime('%Y%m%dT%H%M%S')}.bak"
+            ctx.conn.run_probe("fileio", {"op": "backup", "path": path, "backup": backup})
+        ctx.conn.write_file(path, change.payload["data"], mode=change.payload["mode"])
+    except (OSError, ProbeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise TaskFailed(f"cannot write {path}: {reason}; the file is unchanged") from None
     return Result(
         changed=True,
         msg=change.summary,

@@ -4,16 +4,24 @@ A key path is dotted (``quantization_config.kv_cache_scheme``); a segment that i
 digits indexes a list. ``json`` keeps key order, so re-serialising with the file's own
 indentation reproduces a canonically formatted file byte for byte; ``is_canonical``
 tells callers when a file was formatted some other way (the rewrite reformats it).
+
+What cannot be written back as read is refused, never silently changed: a duplicate key
+(``json`` keeps only the last one), a number too large for a double (it would come back
+as ``Infinity``) and an integer longer than Python converts. ``NaN`` and ``Infinity``
+round-trip, and compare equal to themselves so an edit converges.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from engine.module_api import same_value
 
 _INDENT = re.compile(r"^\n?([ \t]+)\S", re.MULTILINE)
 _MISSING = object()
@@ -54,11 +62,37 @@ def detect_style(text: str) -> JsonStyle:
     return JsonStyle(indent, text.endswith("\n"), has_escapes or text.isascii())
 
 
+def _unique_keys(label: str) -> Any:
+    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in found:
+                raise JsonEditError(f"{label} has the key {key!r} twice in one object; refusing to drop either")
+            found[key] = value
+        return found
+
+    return build
+
+
+def _finite_float(label: str) -> Any:
+    def build(text: str) -> float:
+        value = float(text)
+        if math.isinf(value):
+            raise JsonEditError(f"{label}: the number {text[:40]} is too large for a double; refusing to rewrite it")
+        return value
+
+    return build
+
+
 def parse(text: str, label: str) -> JsonDoc:
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys(label), parse_float=_finite_float(label))
     except json.JSONDecodeError as exc:
         raise JsonEditError(f"{label} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
+    except JsonEditError:
+        raise
+    except ValueError as exc:  # an integer past sys.get_int_max_str_digits()
+        raise JsonEditError(f"{label}: {exc}; refusing to rewrite it") from exc
     return JsonDoc(data, detect_style(text))
 
 
@@ -115,11 +149,11 @@ def set_path(data: Any, path: str, value: Any) -> bool:
         if not (last.isdigit() and int(last) < len(node)):
             raise JsonEditError(f"{path}: list index {last!r} out of range")
         index = int(last)
-        if node[index] == value and type(node[index]) is type(value):
+        if same_value(node[index], value):
             return False
         node[index] = value
         return True
-    if last in node and node[last] == value and type(node[last]) is type(value):
+    if last in node and same_value(node[last], value):
         return False
     node[last] = value
     return True

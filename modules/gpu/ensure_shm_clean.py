@@ -1,5 +1,9 @@
 """Remove leaked shared-memory segments from /dev/shm that no live process uses.
 
+Only a tmpfs is cleaned (checked on the host, on the resolved directory): any other
+`path` fails the task. Nothing outside the directory is touched: subdirectories are not
+entered and symlinks are not followed.
+
 Candidates are entries directly in `path` whose name matches one of `patterns` (shell
 globs; by default CPython's `psm_` + 8 hex, multiprocessing's `sem.mp-*`, NCCL's
 `nccl-*`, PyTorch's `torch_*` and vLLM's `vllm_offload_*` / `VLLM_OBJECT_STORAGE_SHM_BUFFER_*`).
@@ -82,8 +86,9 @@ def _inspect(ctx: TaskContext, args: Mapping[str, Any]) -> Mapping[str, Any]:
         raise TaskFailed(f"path must be absolute: {path!r}")
     try:
         return ctx.conn.run_probe("shm", _probe_args(args))
-    except ProbeError as exc:  # e.g. the directory does not exist
-        raise TaskFailed(f"cannot inspect {path}: {exc}") from None
+    except ProbeError as exc:  # e.g. the directory does not exist, or is not a tmpfs
+        reason = str(exc).removeprefix("probe shm failed: ").removeprefix("ValueError: ")
+        raise TaskFailed(f"cannot inspect {path}: {reason}") from None
 
 
 def _kept(entries: list[Mapping[str, Any]]) -> list[str]:
@@ -101,7 +106,7 @@ def _check_free(path: str, free_mib: int, args: Mapping[str, Any], kept: list[st
 
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     seen = _inspect(ctx, args)
-    path = seen["path"]
+    path = seen["path"] if seen["resolved"] == seen["path"] else f"{seen['path']} ({seen['resolved']})"
     entries = list(seen["entries"])
     kept = _kept(entries)
     leaked = [e for e in entries if e["candidate"]]

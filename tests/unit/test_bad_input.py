@@ -164,4 +164,16 @@ def test_bad_options_exit_5(rigger, tmp_path):
     assert rigger("run", str(book), "--forks", "0").rc == 5
     assert rigger("run", str(book), "--no-such-flag").rc == 5
     assert rigger("run", str(book), "-e", "not a pair").rc == 5
-    assert rigger("run", str(book), "--limit", "nosuchhost").rc == 5
+
+
+def test_limit_matching_nothing_exits_1_as_ansible(rigger, tmp_path):
+    """ansible-playbook answers a --limit that leaves no inventory host with exit 1 and this
+    message; with an empty inventory it runs (nothing). Checked against real ansible-core
+    by the differential cases limit-matches-nothing and limit-empty-inventory."""
+    book = tmp_path / "play.yml"
+    book.write_text("- hosts: localhost\n  tasks: []\n")
+    inventory = tmp_path / "hosts"
+    inventory.write_text("web1\n")
+    run = rigger("run", str(book), "-i", str(inventory), "--limit", "nosuchhost")
+    assert run.rc == 1 and "leave no hosts to target" in run.stderr
+    assert rigger("run", str(book), "--limit", "nosuchhost").rc == 0

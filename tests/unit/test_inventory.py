@@ -85,7 +85,16 @@ def test_ini_format(tmp_path):
         ("gpu", ["gpu01", "gpu02", "gpu03", "gpu04"]),
         ("gpu:!blackwell", ["gpu01", "gpu02", "gpu04"]),
         ("gpu:&blackwell", ["gpu03"]),
-        ("gpu0[12]", ["gpu01", "gpu02"]),
+        ("gpu0[12]", []),  # Ansible reads [12] as a subscript of 'gpu0', which names nothing
+        ("gpu0[!3]", ["gpu01", "gpu02", "gpu04"]),
+        ("gpu[0]", ["gpu01"]),
+        ("gpu[1:]", ["gpu02", "gpu03", "gpu04"]),
+        ("gpu[-1]", ["gpu04"]),
+        ("gpu[1:2]", ["gpu02", "gpu03"]),
+        ("!blackwell:gpu", ["gpu01", "gpu02", "gpu04"]),
+        ("!gpu", ["jump1"]),
+        ("&gpu:bastion", []),
+        ("~gpu0[34]", ["gpu03", "gpu04"]),
         ("gpu0*:!gpu04", ["gpu01", "gpu02", "gpu03"]),
         ("bastion:blackwell", ["jump1", "gpu03"]),
         ("nosuch", []),
@@ -95,10 +104,13 @@ def test_patterns(yaml_inventory, pattern, expected):
     assert select_hosts(load_inventory([str(yaml_inventory)]), pattern) == expected
 
 
-def test_no_inventory_means_local_localhost():
+def test_no_inventory_means_only_the_implicit_localhost():
+    """As in Ansible: no hosts, 'all' matches nothing, 'localhost' the implicit localhost."""
     inv = load_inventory([])
-    assert list(inv.hosts) == ["localhost"]
-    assert inv.hosts["localhost"].vars["ansible_connection"] == "local"
+    assert list(inv.hosts) == []
+    assert select_hosts(inv, "all") == []
+    assert select_hosts(inv, "localhost") == ["localhost"]
+    assert inv.host("localhost").vars["ansible_connection"] == "local"
 
 
 def test_host_without_address_is_an_error_with_a_line(tmp_path):

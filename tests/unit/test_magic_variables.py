@@ -1,7 +1,7 @@
 """The magic variables the static check accepts are the ones a run defines.
 
 Real: the CLI (validate and a local run), the static check and the runner. The list lives
-once (engine.playbook.MAGIC_VARIABLES); a name accepted but not defined would make the
+once (engine.magicvars.MAGIC_VARIABLES); a name accepted but not defined would make the
 run fail here, a name defined but not accepted would make validate fail.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from engine.playbook import MAGIC_VARIABLES
+from engine.magicvars import MAGIC_VARIABLES
 
 
 def test_every_magic_variable_validates_and_renders(tmp_path: Path, rigger: Any) -> None:

@@ -70,7 +70,8 @@ def test_sandbox_blocks_attribute_escapes():
         ("{{ 5 | string }}", "5"),
         ("{{ {'a': 1} | to_json }}", '{"a": 1}'),
         ("{{ '{\"a\": 1}' | from_json }}", {"a": 1}),
-        ("{{ {'a': 1} | to_yaml }}", "a: 1\n"),
+        ("{{ {'a': 1} | to_yaml }}", "{a: 1}\n"),  # ansible-core's answer: flow style
+        ("{{ {'a': [1, 2]} | to_nice_yaml }}", "a:\n- 1\n- 2\n"),
         ("{{ 'vllm 0.16.0' | regex_search('[0-9.]+') }}", "0.16.0"),
         ("{{ 'a-b' | regex_replace('-', '_') }}", "a_b"),
         ("{{ '/m/k/config.json' | basename }}", "config.json"),
@@ -88,3 +89,16 @@ def test_conditions_without_braces():
     s = scope(data={"r": {"changed": True, "rc": 0}})
     assert evaluate("r.rc == 0 and r is changed", s) is True
     assert evaluate("r is failed", s) is False
+
+
+def test_attribute_of_undefined_is_undefined_not_an_error():
+    """As Ansible (case filters-tests): 'x.y is defined' with x undefined is false."""
+    s = scope({"base": {"a": 1}})
+    assert render("{{ nothing.here is defined }}", s) is False
+    assert render("{{ nothing.here.deeper | default('d') }}", s) == "d"
+    assert render("{{ base.missing is undefined }}", s) is True
+
+
+def test_backslashes_in_expression_literals_are_kept():
+    """As Ansible: regex_replace('(\\w+) (\\w+)', '\\2 \\1') swaps words (case filters-tests)."""
+    assert render("{{ 'Hello World' | regex_replace('(\\w+) (\\w+)', '\\2 \\1') }}", scope({})) == "World Hello"

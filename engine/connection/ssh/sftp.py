@@ -1,7 +1,9 @@
 """File reads and atomic writes over one SFTP session.
 
-A write goes to a temp file beside the target (created exclusively), is fsynced when the
-server supports ``fsync@openssh.com``, gets its mode, and is renamed over the target with
+A write goes to a temp file beside the target (created exclusively, named as the fileio
+probe names it, so the next write removes one an interrupted write left), is fsynced when
+the server supports ``fsync@openssh.com``, gets the replaced file's owner, group and mode
+(or ``mode``; a new file keeps the server's umask), and is renamed over the target with
 ``posix-rename@openssh.com`` (atomic replace). A failed write removes the temp file.
 """
 
@@ -10,15 +12,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import posixpath
-import secrets
 import stat
 
 import paramiko
 from paramiko.sftp import CMD_EXTENDED
 
 from engine.errors import TaskFailed
-
-DEFAULT_MODE = 0o644
+from engine.probes.fileio import is_temp_of, temp_name
 
 
 def sftp_read(sftp: paramiko.SFTPClient, path: str, host: str) -> bytes | None:
@@ -33,17 +33,23 @@ def sftp_read(sftp: paramiko.SFTPClient, path: str, host: str) -> bytes | None:
 
 
 def sftp_write(sftp: paramiko.SFTPClient, path: str, data: bytes, mode: int | None, host: str) -> None:
-    directory = posixpath.dirname(path) or "."
-    temp = posixpath.join(directory, f".rigger-{secrets.token_hex(6)}")
+    directory, name = posixpath.split(path)
+    directory = directory or "."
+    temp = posixpath.join(directory, temp_name(name))
     try:
-        if mode is None:
-            mode = _existing_mode(sftp, path)
+        current = _existing(sftp, path)
         with sftp.open(temp, "wbx") as handle:
             handle.set_pipelined(True)
             handle.write(data)
             handle.flush()
             _fsync(sftp, handle)
-        sftp.chmod(temp, mode)
+        mine = sftp.lstat(temp).st_uid
+        _remove_stale_temps(sftp, temp, name, {mine, current.st_uid if current else mine})
+        if current is not None:
+            _keep_owner(sftp, temp, current)
+            mode = stat.S_IMODE(current.st_mode or 0) if mode is None else mode
+        if mode is not None:
+            sftp.chmod(temp, mode)
         sftp.posix_rename(temp, path)
     except OSError as exc:
         _remove_quietly(sftp, temp)
@@ -53,12 +59,35 @@ def sftp_write(sftp: paramiko.SFTPClient, path: str, data: bytes, mode: int | No
         raise
 
 
-def _existing_mode(sftp: paramiko.SFTPClient, path: str) -> int:
+def _existing(sftp: paramiko.SFTPClient, path: str) -> paramiko.SFTPAttributes | None:
     try:
-        attrs = sftp.stat(path)
-    except OSError:
-        return DEFAULT_MODE
-    return stat.S_IMODE(attrs.st_mode or DEFAULT_MODE)
+        return sftp.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return None
+        raise
+
+
+def _keep_owner(sftp: paramiko.SFTPClient, temp: str, current: paramiko.SFTPAttributes) -> None:
+    made = sftp.lstat(temp)
+    if (made.st_uid, made.st_gid) == (current.st_uid, current.st_gid):
+        return
+    try:
+        sftp.chown(temp, current.st_uid or 0, current.st_gid or 0)
+    except PermissionError:
+        raise PermissionError(
+            errno.EPERM, f"cannot keep the owner {current.st_uid}:{current.st_gid} (become: true writes it as root)"
+        ) from None
+
+
+def _remove_stale_temps(sftp: paramiko.SFTPClient, temp: str, name: str, owners: set[int | None]) -> None:
+    """As the fileio probe does: this file's temps, owned by the login user or the file's
+    owner, except ``temp`` (this write's own)."""
+    directory, own = posixpath.split(temp)
+    for entry in sftp.listdir_attr(directory):
+        stale = is_temp_of(name, entry.filename) and entry.filename != own
+        if stale and stat.S_ISREG(entry.st_mode or 0) and entry.st_uid in owners:
+            _remove_quietly(sftp, posixpath.join(directory, entry.filename))
 
 
 def _fsync(sftp: paramiko.SFTPClient, handle: paramiko.SFTPFile) -> None:

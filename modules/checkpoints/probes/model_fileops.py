@@ -3,18 +3,22 @@
 args: {"op": "backup" | "restore", "path": str, "backup_suffix": str}
 backup: when no backup exists yet, save the file next to itself: a symlink is kept as a
 symlink to the same target (the blob it points at is never opened for writing), a
-regular file is copied. An existing backup is never overwritten.
+regular file is copied with its owner and group, never more readable than it. An
+existing backup is never overwritten.
 restore: atomically rename the backup over the file (the backup is consumed).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
+    from engine.probes._call import call
 
 MUTATES = True
+USES = ("fileio",)
 
 import os
-import shutil
 import tempfile
 
 
@@ -28,15 +32,12 @@ def _temp_name(directory: str) -> str:
 def _backup(path: str, backup: str) -> dict[str, bool]:
     if os.path.lexists(backup):
         return {"created": False}
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = _temp_name(directory)
+    if not os.path.islink(path):
+        call("fileio", {"op": "backup", "path": path, "backup": backup})
+        return {"created": True}
+    tmp = _temp_name(os.path.dirname(os.path.abspath(path)))
     try:
-        if os.path.islink(path):
-            os.symlink(os.readlink(path), tmp)
-        else:
-            shutil.copy2(path, tmp)
-            with open(tmp, "rb") as handle:
-                os.fsync(handle.fileno())
+        os.symlink(os.readlink(path), tmp)
         os.replace(tmp, backup)
     finally:
         if os.path.lexists(tmp):

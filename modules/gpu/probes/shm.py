@@ -1,13 +1,16 @@
 """Read-only view of a shared-memory directory (/dev/shm): entries and who uses them.
 
 Args: ``path`` (default /dev/shm), ``patterns`` (shell globs on the name), ``min_age_s``,
-``owners`` (user names or uids; empty = anyone). Every entry directly in ``path`` is
-looked at without following symlinks. An entry is "in use" when any live process has it
-open (/proc/PID/fd) or mapped (/proc/PID/maps), compared by device and inode, not name.
-Answer: ``entries`` [{name, type, size, uid, user, age_s, dev, ino, in_use_by, candidate,
-reason}], ``free_mib``, ``total_mib``, ``unreadable_pids`` (processes whose fds/maps could
-not be read: as root they are reported only; otherwise a segment one of them could
-have opened is not proven unused).
+``owners`` (user names or uids; empty = anyone). The directory is opened on the host
+(the kernel resolves the path) and must be a tmpfs (statfs magic; mountinfo by device
+where ctypes is missing): any other directory is refused. Every entry directly in it is
+looked at without following symlinks; subdirectories are never entered. An entry is "in
+use" when any live process has it open (/proc/PID/fd) or mapped (/proc/PID/maps),
+compared by device and inode, not name. Answer: ``entries`` [{name, type, size, uid,
+user, age_s, dev, ino, in_use_by, candidate, reason}], ``path``, ``resolved`` (its real
+path), ``dir`` [dev, ino], ``free_mib``, ``total_mib``, ``unreadable_pids`` (processes
+whose fds/maps could not be read: as root they are reported only; otherwise a segment
+one of them could have opened is not proven unused).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import pwd
 import stat
 import time
 from typing import Any
+
+TMPFS_MAGIC = 0x01021994
 
 
 def _type(mode: int) -> str:
@@ -140,11 +145,54 @@ def _classify(
     return None
 
 
-def _entries(path: str) -> list[dict[str, Any]]:
+def _statfs_type(fd: int) -> int:
+    """The filesystem magic of an open fd (statfs f_type, the struct's first field)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(512)
+    if libc.fstatfs(fd, buf) != 0:
+        raise OSError(ctypes.get_errno(), "fstatfs failed")
+    return ctypes.c_long.from_buffer(buf).value
+
+
+def _mountinfo_type(fd: int) -> str | None:
+    dev = os.fstat(fd).st_dev
+    wanted = f"{os.major(dev)}:{os.minor(dev)}"
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            fields, _, tail = line.partition(" - ")
+            if fields.split(" ")[2:3] == [wanted]:
+                return tail.split(" ")[0]
+    return None
+
+
+def is_tmpfs(fd: int) -> bool:
+    try:
+        return _statfs_type(fd) == TMPFS_MAGIC
+    except (ImportError, AttributeError, OSError):
+        return _mountinfo_type(fd) == "tmpfs"
+
+
+def open_shm_dir(path: str) -> tuple[str, int]:
+    """An fd of the directory as the kernel resolves ``path`` (a /proc/PID/root path stays
+    in that process's mount namespace), refused unless it is a tmpfs; and its real path."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        resolved = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        resolved = os.path.realpath(path)
+    if not is_tmpfs(fd):
+        os.close(fd)
+        raise ValueError(f"{path} ({resolved}) is not a tmpfs: only a shared-memory directory is cleaned")
+    return resolved, fd
+
+
+def _entries(dir_fd: int) -> list[dict[str, Any]]:
     now = time.time()
     users: dict[int, str] = {}
     out = []
-    for item in os.scandir(path):
+    for item in os.scandir(dir_fd):
         st = item.stat(follow_symlinks=False)
         out.append(
             {
@@ -165,9 +213,9 @@ def _entries(path: str) -> list[dict[str, Any]]:
 
 
 def inspect(
-    path: str, patterns: list[str], min_age_s: float, owners: list[str]
+    dir_fd: int, patterns: list[str], min_age_s: float, owners: list[str]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    entries = _entries(path)
+    entries = _entries(dir_fd)
     in_use, unreadable = users_of({(e["dev"], e["ino"]) for e in entries if e["type"] == "file"})
     for entry in entries:
         entry["in_use_by"] = sorted(in_use.get((entry["dev"], entry["ino"]), []))
@@ -176,8 +224,8 @@ def inspect(
     return entries, unreadable
 
 
-def space(path: str) -> dict[str, int]:
-    st = os.statvfs(path)
+def space(dir_fd: int) -> dict[str, int]:
+    st = os.statvfs(dir_fd)
     return {
         "free_mib": st.f_bavail * st.f_frsize // 2**20,
         "total_mib": st.f_blocks * st.f_frsize // 2**20,
@@ -186,10 +234,22 @@ def space(path: str) -> dict[str, int]:
 
 def main(args: dict[str, Any]) -> dict[str, Any]:
     path = args.get("path", "/dev/shm")
-    entries, unreadable = inspect(
-        path,
-        list(args.get("patterns") or []),
-        float(args.get("min_age_s", 0)),
-        [str(o) for o in args.get("owners") or []],
-    )
-    return {"path": path, "entries": entries, "unreadable_pids": unreadable, **space(path)}
+    resolved, dir_fd = open_shm_dir(path)
+    try:
+        st = os.fstat(dir_fd)
+        entries, unreadable = inspect(
+            dir_fd,
+            list(args.get("patterns") or []),
+            float(args.get("min_age_s", 0)),
+            [str(o) for o in args.get("owners") or []],
+        )
+        return {
+            "path": path,
+            "resolved": resolved,
+            "dir": [st.st_dev, st.st_ino],
+            "entries": entries,
+            "unreadable_pids": unreadable,
+            **space(dir_fd),
+        }
+    finally:
+        os.close(dir_fd)

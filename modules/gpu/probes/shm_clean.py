@@ -3,10 +3,11 @@
 Args: ``path``, ``patterns``, ``min_age_s``, ``owners`` (as for the ``shm`` probe) and
 ``names`` [{name, dev, ino, ctime_ns}] chosen by the planner. The directory is inspected
 again (open fds and maps of every process); a name is unlinked only if it is still a
-regular file with the same device, inode and change time, still unused, old enough and
-owned as asked. The unlink is relative to a descriptor of the directory, so nothing
-outside it is touched. Answer: ``removed`` [{name, bytes}], ``skipped`` [{name,
-reason}], ``free_mib``.
+regular file with the same device, inode and change time (checked again relative to the
+opened directory just before the unlink), still unused, old enough and owned as asked.
+The unlink is relative to a descriptor of the directory the ``shm`` probe found to be a
+tmpfs (same device and inode), so nothing outside it is touched. Answer: ``removed`` [{name,
+bytes}], ``skipped`` [{name, reason}], ``free_mib``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ MUTATES = True
 USES = ("shm",)
 
 import os
+import stat
 
 
 def _safe_name(name: str) -> bool:
@@ -29,6 +31,14 @@ def _safe_name(name: str) -> bool:
 def _identity(entry: dict[str, Any]) -> tuple[Any, Any, Any]:
     """Device, inode and change time: an inode number alone is reused at once on tmpfs."""
     return (entry["dev"], entry["ino"], entry.get("ctime_ns"))
+
+
+def _still_there(dir_fd: int, name: str, want: dict[str, Any]) -> bool:
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino, st.st_ctime_ns) == _identity(want)
 
 
 def main(args: dict[str, Any]) -> dict[str, Any]:
@@ -44,8 +54,11 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     )
     current = {e["name"]: e for e in now["entries"]}
     removed, skipped = [], []
-    dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
+        st = os.fstat(dir_fd)
+        if [st.st_dev, st.st_ino] != now["dir"]:
+            raise RuntimeError(f"{path} was replaced by another directory while it was inspected; nothing removed")
         for want in args.get("names", []):
             name = want["name"]
             entry = current.get(name)
@@ -53,7 +66,7 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
                 reason = "not a plain name in the directory"
             elif entry is None:
                 reason = "gone"
-            elif _identity(entry) != _identity(want):
+            elif _identity(entry) != _identity(want) or not _still_there(dir_fd, name, want):
                 reason = "replaced by another file since planning"
             else:
                 reason = entry["reason"]
@@ -66,7 +79,7 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
                 skipped.append({"name": name, "reason": "gone"})
                 continue
             removed.append({"name": name, "bytes": entry["size"]})
+        space = os.statvfs(dir_fd)
     finally:
         os.close(dir_fd)
-    st = os.statvfs(path)
-    return {"removed": removed, "skipped": skipped, "free_mib": st.f_bavail * st.f_frsize // 2**20}
+    return {"removed": removed, "skipped": skipped, "free_mib": space.f_bavail * space.f_frsize // 2**20}

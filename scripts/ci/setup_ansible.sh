@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The oracle of the differential suite (tests/differential): real ansible-core in its own
+# venv (.venv-ansible), so its pinned dependencies never mix with rigger's. Idempotent and
+# quick when already installed.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+ANSIBLE_CORE_VERSION="${ANSIBLE_CORE_VERSION:-2.19.*}"
+PYTHON="${PYTHON:-python3}"
+export DEBIAN_FRONTEND=noninteractive
+
+installed() {
+    .venv-ansible/bin/python -c 'import importlib.metadata as m; print(m.version("ansible-core"))' 2>/dev/null
+}
+
+case "$(installed || true)" in
+    2.19.*) ;;
+    *)
+        rm -rf .venv-ansible
+        if ! "$PYTHON" -m venv .venv-ansible 2>/dev/null; then
+            rm -rf .venv-ansible
+            if [ "$(id -u)" -ne 0 ]; then SUDO="sudo -n"; else SUDO=""; fi
+            $SUDO apt-get update -qq
+            $SUDO apt-get install -y -qq --no-install-recommends python3-venv
+            "$PYTHON" -m venv .venv-ansible
+        fi
+        .venv-ansible/bin/pip install -q --disable-pip-version-check "ansible-core==${ANSIBLE_CORE_VERSION}"
+        ;;
+esac
+echo "setup_ansible: ansible-core $(installed) in .venv-ansible"
