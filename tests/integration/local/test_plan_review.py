@@ -59,7 +59,19 @@ def kimi_plan(digest: Any, tmp_path: Path, orphans: list[int]) -> Path:
     before = digest(model)
     out = tmp_path / "kimi.json"
     extra = json.dumps({"model_dir": str(model), "download_model": False, "serve_port": free_port()})
-    plan = [sys.executable, "-m", "engine.cli", "plan", "playbooks/kimi_k25_nvfp4.yml", "-e", extra, "-o", str(out)]
+    plan = [
+        sys.executable,
+        "-m",
+        "engine.cli",
+        "plan",
+        "playbooks/kimi_k25_nvfp4.yml",
+        "-i",
+        "inventory/local.yml",
+        "-e",
+        extra,
+        "-o",
+        str(out),
+    ]
     script = (
         "mount -t tmpfs -o size=16m,mode=1777 rigger-plan-shm /dev/shm && "
         f"{MAKE_SEGMENTS} && exec {' '.join(repr(a) for a in plan)}"
