@@ -24,6 +24,8 @@ REPO = Path(__file__).resolve().parents[2]
         ("playbooks/kimi_k25_nvfp4.yml", "inventory/local.yml"),
         ("playbooks/kimi_k25_nvfp4.yml", "inventory/fleet.yml"),
         ("playbooks/demo_cpu.yml", None),
+        ("playbooks/provision_gpu_host.yml", None),
+        ("playbooks/provision_gpu_host.yml", "inventory/fleet.yml"),
     ],
 )
 def test_playbook_validates(playbook: str, inventory: str | None) -> None:

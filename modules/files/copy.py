@@ -1,0 +1,113 @@
+"""Copy a file or a directory tree from the controller, or literal content, to the host.
+
+Ansible's `copy`: `src` is looked up in the role's `files/`, then the playbook's `files/`,
+then the playbook directory. A directory `src` is copied recursively (with a trailing `/`
+only its contents). Each file is written atomically; `validate` checks the new content
+before it replaces the old; `backup` keeps the old version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
+from modules.files.filework import (
+    CONTENT_PROPERTIES,
+    apply_content,
+    controller_file,
+    host_facts,
+    parse_mode,
+    plan_content,
+    run_ops,
+)
+
+SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["dest"],
+    "properties": {
+        "dest": {
+            "type": "string",
+            "description": "Absolute path on the host; a directory (or a path "
+            "ending in /) receives the source under its own name.",
+        },
+        "src": {"type": "string", "description": "File or directory on the controller."},
+        "content": {"type": "string", "description": "Literal content to write instead of src."},
+        "force": {
+            "type": "boolean",
+            "default": True,
+            "description": "Replace a file whose content differs; false: only create missing files.",
+        },
+        "directory_mode": {
+            "type": ["string", "integer"],
+            "description": "Mode of directories created when copying a tree.",
+        },
+        **CONTENT_PROPERTIES,
+    },
+    "oneOf": [{"required": ["src"]}, {"required": ["content"]}],
+}
+
+
+def _tree(source: Path, dest: str) -> tuple[list[str], list[tuple[str, bytes]]]:
+    root = dest.rstrip("/") if str(source).endswith("/") else f"{dest.rstrip('/')}/{source.name}"
+    dirs = [root]
+    files = []
+    for path in sorted(source.rglob("*")):
+        target = f"{root}/{path.relative_to(source).as_posix()}"
+        if path.is_dir():
+            dirs.append(target)
+        else:
+            files.append((target, path.read_bytes()))
+    return dirs, files
+
+
+def _wanted(ctx: TaskContext, args: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, bytes]]]:
+    dest = args["dest"]
+    if "content" in args:
+        if dest.endswith("/"):
+            raise TaskFailed(f"dest {dest} is a directory; content needs a file path")
+        return [], [(dest, str(args["content"]).encode("utf-8"))]
+    source = controller_file(ctx, args["src"], "files")
+    if source.is_dir():
+        return _tree(Path(f"{source}/") if args["src"].endswith("/") else source, dest)
+    facts = host_facts(ctx, [dest])["paths"][dest]
+    if dest.endswith("/") or facts.get("type") == "directory":
+        dest = f"{dest.rstrip('/')}/{source.name}"
+    return [], [(dest, source.read_bytes())]
+
+
+def _dir_ops(ctx: TaskContext, dirs: list[str], args: Mapping[str, Any]) -> list[dict[str, Any]]:
+    if not dirs:
+        return []
+    mode = parse_mode(args.get("directory_mode"))
+    facts = host_facts(ctx, dirs)["paths"]
+    missing = [d for d in dirs if not facts[d].get("exists")]
+    return [op for d in missing for op in ({"op": "mkdir", "path": d}, {"op": "attrs", "path": d, "mode": mode})]
+
+
+def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
+    dirs, files = _wanted(ctx, args)
+    dir_ops = _dir_ops(ctx, dirs, args)
+    changes = []
+    for dest, data in files:
+        change = plan_content(ctx, args, dest, data, "copy to")
+        if change is not None and (args["force"] or change.payload["previous"] is None):
+            changes.append(change)
+    if not changes and not dir_ops:
+        return Unchanged(f"{args['dest']} is up to date", {"dest": args["dest"]})
+    diffs = tuple(d for c in changes for d in c.diffs)
+    summary = (
+        changes[0].summary if len(changes) == 1 and not dir_ops else f"copy {len(changes)} files to {args['dest']}"
+    )
+    return Change(summary, diffs, {"dir_ops": dir_ops, "files": changes})
+
+
+def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
+    run_ops(ctx, change.payload["dir_ops"])
+    written = [apply_content(ctx, args, file_change) for file_change in change.payload["files"]]
+    data: dict[str, Any] = {"dest": args["dest"], "files": [w["dest"] for w in written]}
+    if len(written) == 1:
+        data.update(written[0])
+    return Result(changed=True, msg=change.summary, diffs=change.diffs, data=data)

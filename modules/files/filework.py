@@ -1,0 +1,234 @@
+"""What the file modules share: modes, owners, host facts, and putting content in place.
+
+Content goes through the connection's atomic write (temp file in the same directory,
+fsync, rename); ownership and mode changes go through the `file_set` probe. An owner or
+group the host does not know is shown in the plan (an earlier task may create it) and
+resolved again before apply touches anything, so an unknown user changes nothing.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.module_api import Change, Diff, ProbeError, TaskContext, TaskFailed
+
+ATTR_PROPERTIES: dict[str, Any] = {
+    "mode": {
+        "type": ["string", "integer"],
+        "description": "Permissions as an octal string ('0644'); a YAML number such as 0644 "
+        "is taken as the octal value it spells, as in Ansible.",
+    },
+    "owner": {"type": "string", "description": "User (name or uid) that should own the path."},
+    "group": {"type": "string", "description": "Group (name or gid) that should own the path."},
+}
+
+CONTENT_PROPERTIES: dict[str, Any] = {
+    **ATTR_PROPERTIES,
+    "backup": {
+        "type": "boolean",
+        "default": False,
+        "description": "Keep the previous version beside the file as PATH.TIMESTAMP.bak.",
+    },
+    "validate": {
+        "type": "string",
+        "pattern": "%s",
+        "description": "A command run on the new content before it replaces the file; %s is "
+        "the path of a temporary copy. A non-zero exit fails the task and leaves the file as it was.",
+    },
+}
+
+
+def target_path(args: Mapping[str, Any], main: str) -> str:
+    """The path argument under its own name or one of Ansible's aliases (path, dest, name)."""
+    for key in (main, "path", "dest", "name"):
+        if args.get(key):
+            return str(args[key])
+    raise TaskFailed(f"{main} is required")
+
+
+def parse_mode(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    if not text or any(c not in "01234567" for c in text) or len(text) > 5:
+        raise TaskFailed(f"mode {value!r}: give an octal string such as '0644' (symbolic modes are not supported)")
+    return int(text, 8)
+
+
+def host_facts(
+    ctx: TaskContext,
+    paths: Sequence[str],
+    *,
+    owner: str | None = None,
+    group: str | None = None,
+    checksum: str | None = None,
+    follow: bool = False,
+    tree: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One round trip: facts about ``paths`` and the ids ``owner``/``group`` name."""
+    request: dict[str, Any] = {"paths": list(paths), "owner": owner, "group": group, "follow": follow}
+    if checksum:
+        request["checksum"] = checksum
+    if tree:
+        request["tree"] = dict(tree)
+    try:
+        return ctx.conn.run_probe("file_facts", request)
+    except ProbeError as exc:
+        raise TaskFailed(str(exc)) from None
+
+
+def require_owners(ctx: TaskContext, attrs: Attrs) -> None:
+    """Fail before any change when the wanted owner or group is still not on the host."""
+    if attrs.unresolved:
+        missing = host_facts(ctx, [], owner=attrs.owner, group=attrs.group)["unresolved"]
+        if missing:
+            raise TaskFailed("; ".join(missing) + "; nothing was changed")
+
+
+def run_ops(ctx: TaskContext, ops: Sequence[Mapping[str, Any]]) -> None:
+    if not ops:
+        return
+    try:
+        ctx.conn.run_probe("file_set", {"ops": [dict(op) for op in ops]})
+    except ProbeError as exc:
+        raise TaskFailed(str(exc)) from None
+
+
+def identity(facts: Mapping[str, Any]) -> list[int] | None:
+    return [facts["dev"], facts["inode"]] if facts.get("exists") else None
+
+
+@dataclass(frozen=True)
+class Attrs:
+    """The owner, group and mode a task asks for (None: leave as is).
+
+    ``owner``/``group`` keep the names: a user an earlier task creates is not on the host
+    while planning (check mode), so its uid is unknown until apply resolves it.
+    """
+
+    uid: int | None
+    gid: int | None
+    mode: int | None
+    owner: str | None = None
+    group: str | None = None
+
+    @classmethod
+    def wanted(cls, args: Mapping[str, Any], answer: Mapping[str, Any]) -> Attrs:
+        mode = parse_mode(args.get("mode"))
+        return cls(answer.get("uid"), answer.get("gid"), mode, args.get("owner"), args.get("group"))
+
+    @property
+    def unresolved(self) -> bool:
+        return (self.owner is not None and self.uid is None) or (self.group is not None and self.gid is None)
+
+    def diffs(self, path: str, facts: Mapping[str, Any], with_mode: bool = True) -> list[Diff]:
+        """What differs on an existing path (nothing for a path that does not exist)."""
+        if not facts.get("exists"):
+            return []
+        found = []
+        if self.owner is not None and facts["uid"] != self.uid:
+            found.append(Diff(f"{path} (owner)", f"{facts['owner'] or facts['uid']}\n", f"{self.owner}\n"))
+        if self.group is not None and facts["gid"] != self.gid:
+            found.append(Diff(f"{path} (group)", f"{facts['group'] or facts['gid']}\n", f"{self.group}\n"))
+        if with_mode and self.mode is not None and int(facts["mode"], 8) != self.mode:
+            found.append(Diff(f"{path} (mode)", f"{facts['mode']}\n", f"{self.mode:04o}\n"))
+        return found
+
+    def describe(self) -> str:
+        """What is asked, as " owner=x group=y mode=0750" (shown for a path being created)."""
+        parts = [f"owner={self.owner}" if self.owner else "", f"group={self.group}" if self.group else ""]
+        parts.append(f"mode={self.mode:04o}" if self.mode is not None else "")
+        return "".join(f" {p}" for p in parts if p)
+
+    def op(self, path: str, recurse: bool = False, with_mode: bool = True) -> dict[str, Any]:
+        mode = self.mode if with_mode else None
+        return {
+            "op": "attrs",
+            "path": path,
+            "uid": self.uid,
+            "gid": self.gid,
+            "owner": self.owner,
+            "group": self.group,
+            "mode": mode,
+            "recurse": recurse,
+        }
+
+
+def as_text(data: bytes | None) -> str:
+    if data is None:
+        return ""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"<binary, {len(data)} bytes>\n"
+
+
+def backup_path(path: str) -> str:
+    return f"{path}.{time.strftime('%Y%m%dT%H%M%S')}.bak"
+
+
+def controller_file(ctx: TaskContext, name: str, kind: str) -> Path:
+    """A file named by a task, looked up as Ansible does: role, then playbook ``kind/``, then playbook dir."""
+    if Path(name).is_absolute():
+        return Path(name)
+    roots = [Path(str(ctx.vars[key])) / kind for key in ("role_path",) if ctx.vars.get(key)]
+    playbook_dir = Path(str(ctx.vars.get("playbook_dir", ".")))
+    roots += [playbook_dir / kind, playbook_dir]
+    for root in roots:
+        if (root / name).exists():
+            return root / name
+    raise TaskFailed(f"could not find {name!r} in {', '.join(str(r) for r in roots)}")
+
+
+def plan_content(ctx: TaskContext, args: Mapping[str, Any], dest: str, wanted: bytes, verb: str) -> Change | None:
+    """The change that puts ``wanted`` at ``dest`` with the asked owner/group/mode, or None."""
+    answer = host_facts(ctx, [dest], owner=args.get("owner"), group=args.get("group"))
+    facts = answer["paths"][dest]
+    if facts.get("exists") and facts["type"] != "file":
+        raise TaskFailed(f"{dest} exists and is not a regular file ({facts['type']})")
+    attrs = Attrs.wanted(args, answer)
+    current = ctx.conn.read_file(dest) if facts["exists"] else None
+    diffs = [] if current == wanted else [Diff(dest, as_text(current), as_text(wanted))]
+    diffs += attrs.diffs(dest, facts)
+    if not diffs:
+        return None
+    summary = f"{verb} {dest}" if current != wanted else f"set attributes of {dest}"
+    payload = {"dest": dest, "data": wanted, "previous": current, "attrs": attrs, "identity": identity(facts)}
+    return Change(summary=summary, diffs=tuple(diffs), payload=payload)
+
+
+def _validate(ctx: TaskContext, command: str, dest: str, data: bytes) -> None:
+    parent, _, base = dest.rpartition("/")
+    temp = f"{parent}/.{base}.rigger-validate-{time.monotonic_ns()}"
+    ctx.conn.write_file(temp, data, mode=0o600)
+    try:
+        result = ctx.conn.run(shlex.split(command.replace("%s", shlex.quote(temp))), check=False)
+    finally:
+        run_ops(ctx, [{"op": "remove", "path": temp}])
+    if result.rc != 0:
+        raise TaskFailed(f"validation failed ({command}), {dest} left as it was:\n{result.tail()}".rstrip())
+
+
+def apply_content(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> dict[str, Any]:
+    """Validate, back up, write atomically, then set owner/group/mode. Returns result data."""
+    payload = change.payload
+    dest, data, previous, attrs = payload["dest"], payload["data"], payload["previous"], payload["attrs"]
+    require_owners(ctx, attrs)
+    backup = None
+    if previous != data:
+        if args.get("validate"):
+            _validate(ctx, args["validate"], dest, data)
+        if previous is not None and args.get("backup"):
+            backup = backup_path(dest)
+            ctx.conn.write_file(backup, previous)
+        ctx.conn.write_file(dest, data, mode=attrs.mode)
+    if attrs.owner is not None or attrs.group is not None or attrs.mode is not None:
+        run_ops(ctx, [attrs.op(dest)])
+    return {"dest": dest, "backup_file": backup, "size": len(data), "changed": True}

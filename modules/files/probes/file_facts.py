@@ -1,0 +1,114 @@
+"""Read-only facts for the file modules: lstat/stat, owner names, checksum, id lookups.
+
+A user or group that does not exist is reported in ``unresolved`` rather than raised: an
+earlier task of the same run may create it (check mode shows the change; apply resolves
+again before touching anything).
+"""
+
+from __future__ import annotations
+
+import grp
+import hashlib
+import os
+import pwd
+import stat
+from collections.abc import Callable
+from typing import Any
+
+_KINDS = (
+    (stat.S_ISLNK, "link"),
+    (stat.S_ISDIR, "directory"),
+    (stat.S_ISREG, "file"),
+)
+
+
+def _name(lookup: Callable[[int], Any], ident: int) -> str | None:
+    try:
+        return str(lookup(ident)[0])
+    except KeyError:
+        return None
+
+
+def _checksum(path: str, algorithm: str) -> str:
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _facts(path: str, follow: bool, checksum: str | None) -> dict[str, Any]:
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+    except FileNotFoundError:
+        return {"exists": False, "path": path}
+    kind = next((name for test, name in _KINDS if test(st.st_mode)), "other")
+    facts = {
+        "exists": True,
+        "path": path,
+        "type": kind,
+        "mode": f"{stat.S_IMODE(st.st_mode):04o}",
+        "size": st.st_size,
+        "uid": st.st_uid,
+        "gid": st.st_gid,
+        "owner": _name(pwd.getpwuid, st.st_uid),
+        "group": _name(grp.getgrgid, st.st_gid),
+        "mtime": st.st_mtime,
+        "atime": st.st_atime,
+        "ctime": st.st_ctime,
+        "inode": st.st_ino,
+        "dev": st.st_dev,
+        "nlink": st.st_nlink,
+        "readable": os.access(path, os.R_OK),
+        "writeable": os.access(path, os.W_OK),
+        "executable": os.access(path, os.X_OK),
+    }
+    if kind == "link":
+        facts["link_target"] = os.readlink(path)
+        facts["link_source"] = os.path.realpath(path)
+    if kind == "file" and checksum:
+        facts["checksum"] = _checksum(path, checksum)
+    return facts
+
+
+def _resolve(lookup: Callable[[str], Any], value: Any, what: str, unresolved: list[str]) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, int) or str(value).isdigit():
+        return int(value)
+    try:
+        return int(lookup(value)[2])
+    except KeyError:
+        unresolved.append(f"no {what} named {value!r} on the host")
+        return None
+
+
+def _tree_mismatches(root: str, uid: int | None, gid: int | None, mode: int | None, limit: int = 20) -> list[str]:
+    """Paths under ``root`` whose owner, group or mode differ from the wanted ones."""
+    found: list[str] = []
+    for base, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(base, name)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            wrong_mode = mode is not None and stat.S_IMODE(st.st_mode) != mode
+            if (uid is not None and st.st_uid != uid) or (gid is not None and st.st_gid != gid) or wrong_mode:
+                found.append(path)
+                if len(found) >= limit:
+                    return found
+    return found
+
+
+def main(args: dict[str, Any]) -> dict[str, Any]:
+    follow = bool(args.get("follow", False))
+    checksum = args.get("checksum")
+    unresolved: list[str] = []
+    answer: dict[str, Any] = {"paths": {p: _facts(p, follow, checksum) for p in args.get("paths", [])}}
+    answer["unresolved"] = unresolved
+    answer["uid"] = _resolve(pwd.getpwnam, args.get("owner"), "user", unresolved)
+    answer["gid"] = _resolve(grp.getgrnam, args.get("group"), "group", unresolved)
+    tree = args.get("tree")
+    if tree and os.path.isdir(tree["path"]) and not os.path.islink(tree["path"]):
+        answer["tree_mismatches"] = _tree_mismatches(tree["path"], answer["uid"], answer["gid"], tree.get("mode"))
+    return answer

@@ -1,0 +1,216 @@
+"""Install, upgrade or remove Debian/Ubuntu packages with apt, versions pinned with `name=version`.
+
+Ansible's `apt`. Plan reads dpkg's state and asks apt for a simulation (`apt-get -s`),
+so the diff lists every package that would be installed, upgraded or removed, with
+versions, dependencies included; nothing is changed in check mode. `update_cache` runs
+`apt-get update` first unless the last successful update is younger than
+`cache_valid_time` seconds (the stamp is /var/lib/apt/periodic/update-success-stamp).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
+
+STAMP = "/var/lib/apt/periodic/update-success-stamp"
+LISTS = "/var/lib/apt/lists"
+APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
+LOCK_WAIT = ("-o", "DPkg::Lock::Timeout=300")
+
+SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "name": {
+            "type": ["string", "array"],
+            "items": {"type": "string"},
+            "description": "Package name(s), each optionally pinned: `sl=5.02-1+b1`.",
+        },
+        "pkg": {"type": ["string", "array"], "items": {"type": "string"}, "description": "Another name for name."},
+        "state": {
+            "type": "string",
+            "enum": ["present", "absent", "latest"],
+            "default": "present",
+            "description": "present: installed (at the pinned version if given); latest: at the "
+            "candidate version; absent: not installed.",
+        },
+        "update_cache": {"type": "boolean", "default": False, "description": "Run apt-get update first."},
+        "cache_valid_time": {
+            "type": "integer",
+            "minimum": 0,
+            "default": 0,
+            "description": "Skip the cache update when the last one is younger than this many seconds.",
+        },
+        "install_recommends": {
+            "type": ["boolean", "null"],
+            "default": None,
+            "description": "Install recommended packages too (null: apt's configured default).",
+        },
+        "allow_downgrade": {
+            "type": "boolean",
+            "default": False,
+            "description": "Allow a pinned version lower than the installed one.",
+        },
+        "purge": {"type": "boolean", "default": False, "description": "With absent: remove configuration files too."},
+    },
+}
+
+_SIMULATED = re.compile(r"^(Inst|Remv|Purg) (\S+)(?: \[([^\]]+)\])?(?: \((\S+))?")
+
+
+@dataclass(frozen=True)
+class Wanted:
+    name: str
+    version: str | None
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}={self.version}" if self.version else self.name
+
+
+def _wanted(args: Mapping[str, Any]) -> list[Wanted]:
+    names = args.get("name", args.get("pkg"))
+    if names is None:
+        return []
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",")]
+    found = []
+    for item in names:
+        name, _, version = str(item).partition("=")
+        if not name:
+            raise TaskFailed(f"invalid package {item!r}")
+        found.append(Wanted(name, version or None))
+    return found
+
+
+def installed(ctx: TaskContext, names: Sequence[str]) -> dict[str, str | None]:
+    """name -> installed version (None when not installed), from dpkg's database."""
+    if not names:
+        return {}
+    result = ctx.conn.run(
+        ["dpkg-query", "-W", "-f", "${Package}\t${db:Status-Abbrev}\t${Version}\n", *names],
+        check=False,
+        read_only=True,
+        env=APT_ENV,
+    )
+    versions: dict[str, str | None] = dict.fromkeys(names)
+    for line in result.stdout.splitlines():
+        package, status, version = [*line.split("\t"), "", ""][:3]
+        if package in versions and status.startswith("ii"):
+            versions[package] = version
+    return versions
+
+
+def _candidates(ctx: TaskContext, names: Sequence[str]) -> dict[str, str | None]:
+    result = ctx.conn.run(["apt-cache", "policy", *names], check=False, read_only=True, env=APT_ENV)
+    found: dict[str, str | None] = dict.fromkeys(names)
+    current = None
+    for line in result.stdout.splitlines():
+        if line and not line[0].isspace() and line.endswith(":"):
+            current = line[:-1]
+        elif current in found and line.strip().startswith("Candidate:"):
+            candidate = line.split(":", 1)[1].strip()
+            found[current] = None if candidate == "(none)" else candidate
+    return found
+
+
+def _cache_age_s(ctx: TaskContext) -> float | None:
+    facts = ctx.conn.run_probe("file_facts", {"paths": [STAMP, LISTS]})["paths"]
+    stamp = facts[STAMP] if facts[STAMP].get("exists") else facts[LISTS]
+    return time.time() - stamp["mtime"] if stamp.get("exists") else None
+
+
+def _cache_due(ctx: TaskContext, args: Mapping[str, Any]) -> bool:
+    if not args["update_cache"]:
+        return False
+    age = _cache_age_s(ctx)
+    return age is None or args["cache_valid_time"] == 0 or age > args["cache_valid_time"]
+
+
+def _flags(args: Mapping[str, Any]) -> list[str]:
+    flags = [*LOCK_WAIT, "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
+    if args["install_recommends"] is True:
+        flags.append("--install-recommends")
+    elif args["install_recommends"] is False:
+        flags.append("--no-install-recommends")
+    if args["allow_downgrade"]:
+        flags.append("--allow-downgrades")
+    return flags
+
+
+def _todo(ctx: TaskContext, args: Mapping[str, Any], wanted: list[Wanted]) -> tuple[str, list[str]]:
+    """The apt-get action and the package specs it needs, from dpkg's state."""
+    versions = installed(ctx, [w.name for w in wanted])
+    if args["state"] == "absent":
+        return ("purge" if args["purge"] else "remove"), [w.name for w in wanted if versions[w.name]]
+    if args["state"] == "latest":
+        candidates = _candidates(ctx, [w.name for w in wanted])
+        return "install", [w.name for w in wanted if versions[w.name] is None or versions[w.name] != candidates[w.name]]
+    return "install", [
+        w.spec for w in wanted if versions[w.name] is None or (w.version and versions[w.name] != w.version)
+    ]
+
+
+def _simulate(ctx: TaskContext, action: str, specs: list[str], args: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(verb, package, version change) lines from apt's own simulation."""
+    argv = ["apt-get", "-s", "-y", *_flags(args), action, *specs]
+    result = ctx.conn.run(argv, check=False, read_only=True, env=APT_ENV)
+    if result.rc != 0:
+        raise TaskFailed(f"apt cannot {action} {' '.join(specs)}:\n{result.tail()}".rstrip())
+    lines = []
+    for line in result.stdout.splitlines():
+        match = _SIMULATED.match(line)
+        if match:
+            verb, package, old, new = match.groups()
+            lines.append((verb, package, f"{old or '(not installed)'} -> {new or '(removed)'}"))
+    return lines
+
+
+def _diff(simulated: list[tuple[str, str, str]]) -> Diff:
+    before = "".join(f"{pkg} {change.split(' -> ')[0]}\n" for _, pkg, change in simulated)
+    after = "".join(f"{pkg} {change.split(' -> ')[1]}\n" for _, pkg, change in simulated)
+    return Diff("packages", before, after)
+
+
+def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
+    wanted = _wanted(args)
+    update = _cache_due(ctx, args)
+    action, specs = _todo(ctx, args, wanted) if wanted else ("install", [])
+    if not update and not specs:
+        names = ", ".join(w.spec for w in wanted) or "nothing asked"
+        return Unchanged(f"packages already {args['state']}: {names}", {"cache_updated": False})
+    diffs: list[Diff] = []
+    if update:
+        diffs.append(Diff("apt cache", "stale\n", "updated\n"))
+    if specs and not update:
+        simulated = _simulate(ctx, action, specs, args)
+        diffs.append(_diff(simulated))
+    elif specs:  # the simulation would use the stale cache: name what is asked
+        diffs.append(Diff("packages", "", "".join(f"{action} {s}\n" for s in specs)))
+    parts = (["update the apt cache"] if update else []) + ([f"{action} {' '.join(specs)}"] if specs else [])
+    return Change(" and ".join(parts), tuple(diffs), {"update": update, "action": action, "specs": specs})
+
+
+def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
+    payload = change.payload
+    if payload["update"]:
+        ctx.progress("apt-get update")
+        ctx.conn.run(["apt-get", *LOCK_WAIT, "update", "-q"], env=APT_ENV)
+        ctx.conn.run(["mkdir", "-p", STAMP.rsplit("/", 1)[0]])
+        ctx.conn.run(["touch", STAMP])
+    stdout = ""
+    if payload["specs"]:
+        ctx.progress(f"apt-get {payload['action']} {' '.join(payload['specs'])}")
+        argv = ["apt-get", "-y", "-q", *_flags(args), payload["action"], *payload["specs"]]
+        result = ctx.conn.run(argv, check=False, env=APT_ENV)
+        if result.rc != 0:
+            raise TaskFailed(f"apt-get {payload['action']} failed (exit {result.rc}):\n{result.tail()}".rstrip())
+        stdout = result.stdout
+    versions = installed(ctx, [w.name for w in _wanted(args)])
+    data = {"cache_updated": payload["update"], "packages": versions, "stdout": stdout}
+    return Result(changed=True, msg=change.summary, diffs=change.diffs, data=data)

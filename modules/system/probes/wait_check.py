@@ -1,0 +1,88 @@
+"""One look at what `wait_for` waits for: a TCP port, connections on it, a path, a regex in a file."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from typing import Any
+
+_TCP_STATES = {
+    "01": "ESTABLISHED",
+    "02": "SYN_SENT",
+    "03": "SYN_RECV",
+    "04": "FIN_WAIT1",
+    "05": "FIN_WAIT2",
+    "06": "TIME_WAIT",
+    "07": "CLOSE",
+    "08": "CLOSE_WAIT",
+    "09": "LAST_ACK",
+    "0A": "LISTEN",
+    "0B": "CLOSING",
+}
+
+
+def _port_open(args: dict[str, Any]) -> tuple[bool, str, list[str]]:
+    try:
+        with socket.create_connection((args["host"], args["port"]), timeout=args["connect_timeout"]) as sock:
+            if not args.get("search_regex"):
+                return True, "port open", []
+            sock.settimeout(args["connect_timeout"])
+            data = b""
+            while len(data) < 65536:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+                match = re.search(args["search_regex"], data.decode("utf-8", "replace"), re.MULTILINE)
+                if match:
+                    return True, "port open and regex matched", list(match.groups())
+            return False, "port open, regex not seen", []
+    except OSError as exc:
+        return False, f"port closed ({exc.strerror or exc})", []
+
+
+def _active_connections(port: int, states: set[str]) -> int:
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as handle:
+                rows = handle.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            local_port = int(fields[1].rsplit(":", 1)[1], 16)
+            if local_port == port and _TCP_STATES.get(fields[3]) in states:
+                count += 1
+    return count
+
+
+def _path(args: dict[str, Any]) -> tuple[bool, str, list[str]]:
+    path = args["path"]
+    if not os.path.exists(path):
+        return False, "path absent", []
+    if not args.get("search_regex"):
+        return True, "path present", []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            match = re.search(args["search_regex"], handle.read(), re.MULTILINE)
+    except OSError as exc:
+        return False, f"cannot read: {exc.strerror}", []
+    if match:
+        return True, "regex matched", list(match.groups())
+    return False, "regex not found yet", []
+
+
+def main(args: dict[str, Any]) -> dict[str, Any]:
+    state = args["state"]
+    if args.get("port") is not None:
+        if state == "drained":
+            count = _active_connections(args["port"], set(args["active_connection_states"]))
+            return {"met": count == 0, "detail": f"{count} active connection(s)", "groups": []}
+        is_open, detail, groups = _port_open(args)
+        met = is_open if state in ("started", "present") else not is_open
+        return {"met": met, "detail": detail, "groups": groups}
+    present, detail, groups = _path(args)
+    met = present if state in ("started", "present") else not os.path.exists(args["path"])
+    return {"met": met, "detail": detail, "groups": groups}
