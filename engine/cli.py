@@ -19,6 +19,7 @@ from engine.loader import load_playbook
 from engine.output.console import ConsoleSink
 from engine.output.events import Notice, Sink
 from engine.output.jsonl import JsonlSink
+from engine.plans import commands as plan_commands
 from engine.playbook import all_tasks
 from engine.runner import Runner, RunOptions
 
@@ -101,6 +102,91 @@ def run(
     runner = Runner(inventory, options, sink.emit)
     code = runner.run(book)
     sink.close()
+    sys.exit(code)
+
+
+@cli.command("plan")
+@click.argument("playbook", type=click.Path(dir_okay=False))
+@click.option("-i", "--inventory", "inventories", multiple=True, help="Inventory file (YAML or INI); repeatable.")
+@click.option("-l", "--limit", help="Further limit the hosts with a pattern.")
+@click.option("-e", "--extra-vars", "extra", multiple=True, help="Extra vars (not saved: give apply the same -e).")
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False), help="The plan file to write.")
+@click.option("-t", "--tags", multiple=True, help="Only plan tasks with these tags.")
+@click.option("--skip-tags", multiple=True, help="Skip tasks with these tags.")
+@click.option("-f", "--forks", default=10, show_default=True, type=click.IntRange(1, 500), help="Hosts in parallel.")
+@click.option(
+    "--detailed-exitcode",
+    is_flag=True,
+    help=f"Exit {plan_commands.EXIT_CHANGES_PENDING} when changes are pending, 0 when none "
+    "(2 and 3 still mean failed and unreachable).",
+)
+@click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
+@click.option("-v", "--verbose", count=True, help="More detail.")
+def plan_cmd(
+    playbook: str,
+    inventories: tuple[str, ...],
+    limit: str | None,
+    extra: tuple[str, ...],
+    out: str,
+    tags: tuple[str, ...],
+    skip_tags: tuple[str, ...],
+    forks: int,
+    detailed_exitcode: bool,
+    output: str,
+    verbose: int,
+) -> None:
+    """Run PLAYBOOK in check mode and save what it would change, for review and apply."""
+    request = plan_commands.Request(
+        playbook=playbook,
+        inventories=inventories,
+        extra_vars=parse_all(extra),
+        limit=limit,
+        tags=_split_tags(tags),
+        skip_tags=_split_tags(skip_tags),
+        forks=forks,
+        verbosity=verbose,
+    )
+    if limit and not select_hosts(load_inventory(inventories), limit):
+        raise OptionsError(f"--limit {limit!r} matches no host in the inventory")
+    saved = plan_commands.make_plan(request, out, _sink(output, True, verbose))
+    sys.exit(plan_commands.plan_exit_code(saved, detailed_exitcode))
+
+
+@cli.command()
+@click.argument("plan_file", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "html"]), default="text", show_default=True)
+def show(plan_file: str, fmt: str) -> None:
+    """Render a saved plan for review: identical changes across hosts grouped."""
+    click.echo(plan_commands.show(plan_file, fmt), nl=False)
+
+
+@cli.command("apply")
+@click.argument("plan_file", type=click.Path(dir_okay=False))
+@click.option("-e", "--extra-vars", "extra", multiple=True, help="The same extra vars the plan was made with.")
+@click.option("--max-age", default="24h", show_default=True, help="Refuse plans older than this (90m, 24h, 2d).")
+@click.option(
+    "--on-drift",
+    type=click.Choice(["host", "all"]),
+    default="host",
+    show_default=True,
+    help="A host that drifted since the review stops: only that host, or every host.",
+)
+@click.option("-f", "--forks", default=10, show_default=True, type=click.IntRange(1, 500), help="Hosts in parallel.")
+@click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
+@click.option("-v", "--verbose", count=True, help="More detail.")
+def apply_cmd(
+    plan_file: str, extra: tuple[str, ...], max_age: str, on_drift: str, forks: int, output: str, verbose: int
+) -> None:
+    """Apply a saved plan: each task is planned again and applied only if it is the reviewed change."""
+    code = plan_commands.apply_plan(
+        plan_file,
+        parse_all(extra),
+        _sink(output, True, verbose),
+        max_age_s=plan_commands.parse_age(max_age),
+        stop_all=on_drift == "all",
+        forks=forks,
+        verbosity=verbose,
+    )
     sys.exit(code)
 
 

@@ -19,9 +19,24 @@ from engine.probes import ProbeError
 
 
 @dataclass(frozen=True)
+class PlannedStep:
+    """What plan() returned for one task (or loop item) on one host, before any apply."""
+
+    host: str
+    location: str
+    module: str
+    check_mode: str
+    no_log: bool
+    change: Change | Unchanged | None
+
+
+@dataclass(frozen=True)
 class ExecOptions:
     check_mode: bool = False
     verbosity: int = 0
+    # Called after every plan() outside check mode; raising TaskFailed stops the task
+    # before apply (the saved-plan gate of `rigger apply`, engine/plans/gate.py).
+    before_apply: Callable[[PlannedStep], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -70,9 +85,14 @@ def _registered(result: HostResult) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class _Attempt(Result):
-    """A module's Result (or the engine's verdict) with the task status it leads to."""
+    """A module's Result (or the engine's verdict) with the task status it leads to.
+
+    ``planned`` / ``summary`` / ``fingerprint``: what plan() said, for saved plans."""
 
     status: Status = Status.OK
+    planned: str = ""
+    summary: str = ""
+    fingerprint: Mapping[str, str] = field(default_factory=dict)
 
 
 def _failed(msg: str, data: Mapping[str, Any] | None = None) -> _Attempt:
@@ -135,6 +155,9 @@ class TaskRunner:
             ignored=ignored,
             no_log=bool(self.task.options.no_log),
             location=str(self.task.location),
+            planned=attempt.planned,
+            summary=attempt.summary,
+            fingerprint=attempt.fingerprint,
         )
 
     def _one(self, scope: templating.Scope, item: Any) -> tuple[HostResult, Mapping[str, Any]]:
@@ -271,8 +294,13 @@ class TaskRunner:
         self, spec: registry.ModuleSpec, ctx: TaskContext, conn: ScopedConnection, args: dict[str, Any]
     ) -> _Attempt:
         change = spec.plan(ctx, args)
+        if self.options.before_apply is not None and not self.options.check_mode:
+            step = PlannedStep(
+                self.host, str(self.task.location), spec.name, spec.check_mode, bool(self.task.options.no_log), change
+            )
+            self.options.before_apply(step)
         if change is None:
-            return _Attempt(status=Status.OK, changed=False)
+            return _Attempt(status=Status.OK, changed=False, planned="unchanged")
         if isinstance(change, Unchanged):
             return _Attempt(
                 status=Status.OK,
@@ -281,18 +309,30 @@ class TaskRunner:
                 data=dict(change.data),
                 warnings=tuple(change.warnings),
                 set_vars=dict(change.set_vars),
+                planned="unchanged",
             )
         assert isinstance(change, Change), f"plan() of {spec.name} returned {type(change).__name__}"
         assert spec.apply is not None, f"plan() of the read-only module {spec.name} returned a Change"
+        planned: dict[str, Any] = {
+            "planned": "change",
+            "summary": change.summary,
+            "fingerprint": dict(change.fingerprint),
+        }
         if self.options.check_mode:
             if spec.check_mode == "skip":
                 return _Attempt(
-                    status=Status.SKIPPED, changed=False, msg=f"check mode: would {change.summary}", diffs=change.diffs
+                    status=Status.SKIPPED,
+                    changed=False,
+                    msg=f"check mode: would {change.summary}",
+                    diffs=change.diffs,
+                    **planned,
                 )
-            return _Attempt(status=Status.CHANGED, changed=True, msg=f"would {change.summary}", diffs=change.diffs)
+            return _Attempt(
+                status=Status.CHANGED, changed=True, msg=f"would {change.summary}", diffs=change.diffs, **planned
+            )
         run_ctx = TaskContext(**{**ctx.__dict__, "conn": conn})
         result = spec.apply(run_ctx, args, change)
-        return _from_result(result)
+        return replace(_from_result(result), **planned)
 
 
 def _from_result(result: Result) -> _Attempt:

@@ -18,7 +18,7 @@ from engine.inventory_formats import expand_range, read_ini, read_yaml
 from engine.patterns import select_hosts
 from engine.playbook import Host, Inventory
 from engine.varsources import VarsDirs, host_variables, implicit_localhost_variables
-from engine.yamlload import decode, load_text
+from engine.yamlload import decode, load_text, read_recorded
 
 __all__ = ["expand_range", "load_inventory", "select_hosts"]
 
@@ -47,7 +47,7 @@ def _yaml_document(path: Path, text: str) -> Any:
 
 def _read_file(data: InventoryData, path: Path) -> None:
     name = str(path)
-    text = decode(path.read_bytes(), name)
+    text = decode(read_recorded(path), name)
     document = _yaml_document(path, text)
     if document is not None:
         read_yaml(data, document, name)

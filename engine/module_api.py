@@ -24,6 +24,7 @@ Modules import from this file only (and from their own room).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ from typing import Any
 from engine.connection.base import CommandResult, ScopedConnection
 from engine.errors import CommandFailed, TaskFailed, TemplateError, WriteRefused
 from engine.facts import FactSource
+from engine.keypaths import keypath_diff, same_value
 from engine.probes import ProbeError
 
 __all__ = [
@@ -47,8 +49,11 @@ __all__ = [
     "TemplateError",
     "Unchanged",
     "WriteRefused",
+    "content_digest",
     "evaluate",
+    "keypath_diff",
     "render",
+    "same_value",
     "to_bool",
 ]
 
@@ -64,11 +69,23 @@ class Diff:
 
 @dataclass(frozen=True)
 class Change:
-    """What ``apply`` would do. ``payload`` carries what apply needs (pids, paths)."""
+    """What ``apply`` would do. ``payload`` carries what apply needs (pids, paths).
+
+    ``fingerprint`` names the host state the change was planned from, one entry per thing
+    (``file:/etc/x.json`` -> its sha256, ``process:4242`` -> its start time and command,
+    ``package:vllm`` -> a version). A saved plan is applied only while it still matches,
+    so include what would make the reviewed change wrong if it moved; never a secret.
+    """
 
     summary: str
     diffs: tuple[Diff, ...] = ()
     payload: Mapping[str, Any] = field(default_factory=dict)
+    fingerprint: Mapping[str, str] = field(default_factory=dict)
+
+
+def content_digest(data: bytes | None) -> str:
+    """A fingerprint value for file contents: ``sha256:HEX``, or ``absent``."""
+    return "absent" if data is None else "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 @dataclass(frozen=True)

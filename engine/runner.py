@@ -26,7 +26,7 @@ from engine.errors import (
     TemplateError,
     ValidationError,
 )
-from engine.executor import ExecOptions, Outcome, TaskRunner, loop_items
+from engine.executor import ExecOptions, Outcome, PlannedStep, TaskRunner, loop_items
 from engine.filters import to_bool
 from engine.inventory import select_hosts
 from engine.output.events import (
@@ -57,6 +57,7 @@ class RunOptions:
     extra_vars: Mapping[str, Any] = field(default_factory=dict)
     verbosity: int = 0
     lock_wait_s: float | None = None  # --lock-wait; None: the rigger_run_lock_wait_s variable
+    before_apply: Callable[[PlannedStep], None] | None = None  # `rigger apply PLAN`'s gate
 
 
 @dataclass
@@ -463,7 +464,11 @@ class Runner:
                 host.name,
                 conn,
                 scope,
-                ExecOptions(check_mode=self.options.check_mode, verbosity=self.options.verbosity),
+                ExecOptions(
+                    check_mode=self.options.check_mode,
+                    verbosity=self.options.verbosity,
+                    before_apply=self.options.before_apply,
+                ),
                 lambda message: self.emit(Progress(host.name, task.display_name, message)),
             )
             outcome = runner.run()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -219,9 +220,28 @@ def read_bounded(path: str | Path) -> bytes:
         os.close(fd)
 
 
+_READS: dict[str, bytes] = {}
+_READS_LOCK = threading.Lock()
+
+
+def read_recorded(path: str | Path) -> bytes:
+    """Read a playbook, inventory or vars file (bounded, as ``read_bounded``) and remember it:
+    a saved plan hashes every file that went into it (engine/plans), includes and roles too."""
+    data = read_bounded(path)
+    with _READS_LOCK:
+        _READS[str(Path(path).resolve())] = data
+    return data
+
+
+def files_read() -> dict[str, bytes]:
+    """Every file read through ``read_recorded`` in this process: resolved path -> bytes."""
+    with _READS_LOCK:
+        return dict(_READS)
+
+
 def load_file(path: str | Path) -> Any:
     name = str(path)
-    return load_text(decode(read_bounded(path), name), name)
+    return load_text(decode(read_recorded(path), name), name)
 
 
 def line_of(container: Any, key: Any) -> int | None:

@@ -8,6 +8,8 @@ Keep it short: each entry says why it is used. Anything else vulture reports is 
 validate  # a click command (engine/cli.py)
 list_modules  # a click command (engine/cli.py)
 inventory_cmd  # a click command (engine/cli.py)
+plan_cmd  # a click command (engine/cli.py)
+apply_cmd  # a click command (engine/cli.py)
 as_list  # rigger inventory --list: accepted as ansible-inventory's users type it; the listing is the default
 truncated  # CommandResult field: registered output and tests read it
 _.banner_timeout  # paramiko.Transport settings (engine/connection/ssh/transport.py)

@@ -53,6 +53,11 @@ class HostResult:
     ignored: bool = False
     no_log: bool = False
     location: str = ""
+    # What plan() said, for saved plans (engine/plans): "" (not reached), "unchanged" or
+    # "change", the change's summary and the fingerprint of the state it depends on.
+    planned: str = ""
+    summary: str = ""
+    fingerprint: Mapping[str, str] = field(default_factory=dict)
 
     def masked(self) -> HostResult:
         if not self.no_log:
@@ -71,6 +76,7 @@ class HostResult:
             ignored=self.ignored,
             no_log=True,
             location=self.location,
+            planned=self.planned,
         )
 
 

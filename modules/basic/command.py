@@ -57,7 +57,7 @@ def _argv(args: Mapping[str, Any]) -> list[str]:
 
 
 def _guard_reason(ctx: TaskContext, args: Mapping[str, Any]) -> str | None:
-    paths = [p for p in (args.get("creates"), args.get("removes")) if p]
+    paths = _guards(args)
     if not paths:
         return None
     info = ctx.conn.run_probe("path_info", {"paths": paths})["paths"]
@@ -74,7 +74,12 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     if reason:
         return Unchanged(f"skipped the command: {reason}", {"rc": 0, "stdout": "", "stderr": ""})
     argv = _argv(args)
-    return Change(summary=f"run {shlex.join(argv)}", payload={"argv": argv})
+    guards = {f"path:{p}": "absent" if p == args.get("creates") else "exists" for p in _guards(args)}
+    return Change(summary=f"run {shlex.join(argv)}", payload={"argv": argv}, fingerprint=guards)
+
+
+def _guards(args: Mapping[str, Any]) -> list[str]:
+    return [p for p in (args.get("creates"), args.get("removes")) if p]
 
 
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:

@@ -44,6 +44,9 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     return Change(
         summary=f"remove {judged['type']} {judged['resolved']} ({size} bytes)",
         payload={"size": size, "type": judged["type"], "dev": judged["dev"], "ino": judged["ino"]},
+        fingerprint={
+            f"path:{judged['resolved']}": f"{judged['type']} dev {judged['dev']} ino {judged['ino']} size {size}"
+        },
     )
 
 

@@ -22,6 +22,7 @@ from engine.module_api import (
     TaskFailed,
     TemplateError,
     Unchanged,
+    content_digest,
     render,
 )
 
@@ -107,6 +108,9 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         summary=f"{verb} {path}",
         diffs=tuple(diffs),
         payload={"data": wanted, "previous": current, "mode": wanted_mode},
+        fingerprint={
+            f"file:{path}": content_digest(current) + (f" mode {info['mode']}" if current is not None else "")
+        },
     )
 
 

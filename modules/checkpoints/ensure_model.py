@@ -231,7 +231,11 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         if current:
             notes = (*expected.notes, *_branch_warning(args, listing.commit))
             return Unchanged("; ".join((msg, *notes)), _data(args, listing, [], notes))
-        return Change(summary=f"record the manifest: {msg}", payload={**base, "fetch": [], "force": []})
+        return Change(
+            summary=f"record the manifest: {msg}",
+            payload={**base, "fetch": [], "force": []},
+            fingerprint={"commit": listing.commit},
+        )
     fetch = sorted(bad)
     need = sum(listing.by_name()[name].size for name in fetch)
     _check_disk(args, need, report["free_bytes"])
@@ -250,6 +254,10 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
             "fetch": fetch,
             "force": [n for n in fetch if bad[n]["status"] != "missing"],
             "need_bytes": need,
+        },
+        fingerprint={
+            "commit": listing.commit,
+            **{f"file:{posixpath.join(args['local_dir'], n)}": _describe(n, bad[n]) for n in fetch},
         },
     )
 

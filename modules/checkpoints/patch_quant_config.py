@@ -22,7 +22,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.module_api import Change, Diff, ProbeError, Result, TaskContext, TaskFailed, Unchanged
+from engine.module_api import (
+    Change,
+    Diff,
+    ProbeError,
+    Result,
+    TaskContext,
+    TaskFailed,
+    Unchanged,
+    content_digest,
+    keypath_diff,
+)
 from modules.checkpoints import jsonpatch
 
 KV_CACHE_AUTO_EDITS: dict[str, tuple[str, ...]] = {
@@ -163,7 +173,7 @@ def _patch_one(
         patched = jsonpatch.apply_edits(doc.data, edits.remove, edits.set_values)
     except jsonpatch.JsonEditError as exc:
         raise TaskFailed(f"{exc}; file left untouched") from exc
-    keys = jsonpatch.keypath_diff(doc.data, patched)
+    keys = keypath_diff(doc.data, patched)
     if not keys:
         return None
     return FilePatch(
@@ -191,6 +201,7 @@ def _plan_patched(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchang
         summary=summary,
         diffs=tuple(Diff(p.path, p.before, p.after) for p in patches),
         payload={"op": "patch", "patches": patches},
+        fingerprint={f"file:{p.path}": content_digest(p.before.encode("utf-8")) for p in patches},
     )
 
 
@@ -200,16 +211,19 @@ def _plan_restored(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchan
     names = [n for n in named if n in answer["backed_up"]] if named else answer["backed_up"]
     if not names:
         return Unchanged(f"no {args['backup_suffix']} originals to restore", {"restored": []})
-    diffs = []
+    diffs, fingerprint = [], {}
     for name in names:
         path = posixpath.join(args["path"], name)
         current = ctx.conn.read_file(path) or b""
         original = ctx.conn.read_file(path + args["backup_suffix"]) or b""
         diffs.append(Diff(path, current.decode("utf-8", "replace"), original.decode("utf-8", "replace")))
+        fingerprint[f"file:{path}"] = content_digest(current)
+        fingerprint[f"file:{path}{args['backup_suffix']}"] = content_digest(original)
     return Change(
         summary="restore " + ", ".join(names),
         diffs=tuple(diffs),
         payload={"op": "restore", "names": names},
+        fingerprint=fingerprint,
     )
 
 

@@ -287,6 +287,7 @@ class Target:
     start_time: int
     line: str
     gpu_holder: bool
+    described: str
 
 
 def _targets(
@@ -307,7 +308,8 @@ def _targets(
                 spared.append(f"{_describe(pid, proc)}: {why}")
             continue
         mib = f", holds {held[pid]} MiB" if pid in held else ""
-        targets.append(Target(pid, proc["start_time"], f"{_describe(pid, proc)}{mib}", pid in held))
+        described = _describe(pid, proc)
+        targets.append(Target(pid, proc["start_time"], f"{described}{mib}", pid in held, described))
     return targets, spared
 
 
@@ -391,6 +393,7 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
             "spared": spared,
             "used_mib_before": sum((g["memory_used_mib"] or 0) for g in gpus),
         },
+        fingerprint={f"process:{t.pid}": f"start_time {t.start_time}: {t.described}" for t in targets},
     )
 
 

@@ -132,6 +132,10 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
             "names": [{"name": e["name"], "dev": e["dev"], "ino": e["ino"], "ctime_ns": e["ctime_ns"]} for e in leaked],
             "kept": kept,
         },
+        fingerprint={
+            f"segment:{path}/{e['name']}": f"dev {e['dev']} ino {e['ino']} ctime_ns {e['ctime_ns']} size {e['size']}"
+            for e in leaked
+        },
     )
 
 

@@ -34,7 +34,17 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from engine.module_api import Change, Diff, Result, ScopedConnection, TaskContext, TaskFailed, Unchanged
+from engine.module_api import (
+    Change,
+    Diff,
+    ProbeError,
+    Result,
+    ScopedConnection,
+    TaskContext,
+    TaskFailed,
+    Unchanged,
+    content_digest,
+)
 from modules.serving import session as sessions
 from modules.serving.spec import CRASH_REPORT_ENV, LaunchSpec, build_spec, config_paths, served_name
 from modules.serving.waiting import WaitTarget, wait_ready
@@ -261,6 +271,48 @@ def _check_port(conn: ScopedConnection, args: Mapping[str, Any], status: session
         raise TaskFailed(sessions.port_taken_message(int(args["port"]), taken), {"port": args["port"]})
 
 
+def _processes_fingerprint(status: sessions.ServerStatus) -> dict[str, str]:
+    return {
+        f"process:{p['pid']}": f"start_time {p.get('start_time')}: {sessions.describe_process(p)}"
+        for p in status.session
+    }
+
+
+def _launcher_python(launcher: str) -> str | None:
+    """The interpreter the launcher runs vLLM with, when the launcher says which."""
+    if posixpath.basename(launcher).startswith("python"):
+        return launcher
+    if launcher.startswith("/"):
+        return posixpath.join(posixpath.dirname(launcher), "python")
+    return None
+
+
+def _package_fingerprint(ctx: TaskContext, launcher: str) -> dict[str, str]:
+    """The vLLM version that would start: an upgrade since the review changes what runs."""
+    python = _launcher_python(launcher)
+    if python is None:
+        return {}
+    try:
+        answer = ctx.conn.run_probe_under(python, "model_vllm_info")
+    except ProbeError as exc:
+        return {"package:vllm": f"unreadable ({exc})"}
+    name = answer.get("distribution") or "vllm"
+    return {f"package:{name}": str(answer.get("version") or "absent")}
+
+
+def _start_fingerprint(
+    ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec, status: sessions.ServerStatus
+) -> dict[str, str]:
+    files = config_paths(args["model"])
+    return {
+        "spec_hash": spec.spec_hash(),
+        "argv": content_digest("\0".join(spec.argv).encode()),
+        **{f"file:{files[name]}": digest for name, digest in spec.config_digests.items() if name in files},
+        **_processes_fingerprint(status),
+        **_package_fingerprint(ctx, str(args["launcher"])),
+    }
+
+
 def _plan_stop(status: sessions.ServerStatus) -> Change | Unchanged:
     if not status.session:
         return Unchanged(f"not running ({status.describe()})")
@@ -268,6 +320,7 @@ def _plan_stop(status: sessions.ServerStatus) -> Change | Unchanged:
     return Change(
         summary=f"stop vLLM ({len(status.session)} processes; {status.describe()})",
         diffs=(Diff("vLLM processes", procs, ""),),
+        fingerprint=_processes_fingerprint(status),
     )
 
 
@@ -320,6 +373,7 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         summary=reason,
         diffs=_spec_diffs(status.record, spec),
         payload={"spec_hash": spec_hash, "argv": list(spec.argv)},
+        fingerprint=_start_fingerprint(ctx, args, spec, status),
     )
 
 

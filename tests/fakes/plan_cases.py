@@ -4,7 +4,7 @@ arguments, the host's recorded answers and what plan() must conclude.
 A case file: ``description``; ``args`` (as a playbook gives them: the schema's defaults are
 filled in as the executor does); optional ``facts`` and ``vars``; ``host`` (``probes``,
 ``files``, ``commands`` for ``RecordedHost``); ``expect``, one of
-``{"change": summary}`` (with optional ``payload`` / ``diff_labels``),
+``{"change": summary}`` (with optional ``payload`` / ``diff_labels`` / ``fingerprint``),
 ``{"unchanged": msg}`` (with optional ``data`` / ``set_vars`` / ``warnings``),
 ``{"fails": the TaskFailed message}`` or ``{"refused": text}`` (plan tried
 to change the host). The recordings come from real hosts (``Recorder``), edited where a
@@ -66,6 +66,8 @@ def check(path: Path) -> None:
         assert [diff.label for diff in outcome.diffs] == expect.get("diff_labels", [d.label for d in outcome.diffs])
         for key, value in expect.get("payload", {}).items():
             assert outcome.payload[key] == value, key
+        if "fingerprint" in expect:
+            assert dict(outcome.fingerprint) == expect["fingerprint"]
         return
     assert outcome is None or isinstance(outcome, Unchanged), f"expected no change, plan() said {outcome!r}"
     found = outcome or Unchanged()

@@ -1,0 +1,92 @@
+"""Turns a check-mode run's events into a Plan: one Step per task result and host."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from engine import registry
+from engine.module_api import Diff
+from engine.output.events import HIDDEN, Event, HostResult, PlayStarted, TaskStarted
+from engine.plans.planfile import HostPlan, PlannedDiff, Step
+from engine.plans.secrets import Scrubber, sealed
+from engine.plans.structured import change_lines
+
+
+@dataclass(frozen=True)
+class Masking:
+    """How a plan keeps secrets out: the scrubber for secret values, the salt for seals."""
+
+    scrubber: Scrubber
+    salt: bytes
+
+
+@dataclass(frozen=True)
+class Content:
+    summary: str
+    diffs: tuple[PlannedDiff, ...]
+    fingerprint: Mapping[str, str]
+    sealed: str
+
+
+def read_only(module: str) -> bool:
+    return module in registry.module_names() and registry.get(module).check_mode == "read-only"
+
+
+def content(
+    summary: str, diffs: Sequence[Diff], fingerprint: Mapping[str, str], no_log: bool, masking: Masking
+) -> Content:
+    """What a step shows and is compared by: masked, or for no_log only a sealed digest."""
+    if no_log:
+        material = [summary, [[d.label, d.before, d.after] for d in diffs], dict(sorted(fingerprint.items()))]
+        return Content("", (), {}, sealed(masking.salt, material))
+    scrub = masking.scrubber.text
+    shown = tuple(
+        PlannedDiff(scrub(d.label), scrub(d.before), scrub(d.after), tuple(scrub(c) for c in change_lines(d)))
+        for d in diffs
+    )
+    prints = {scrub(k): scrub(v) for k, v in sorted(fingerprint.items())}
+    return Content(scrub(summary), shown, prints, "")
+
+
+def step_of(result: HostResult, module: str, masking: Masking) -> Step:
+    shown = content(result.summary, result.diffs, result.fingerprint, result.no_log, masking)
+    return Step(
+        task=masking.scrubber.text(result.task),
+        module=module,
+        location=result.location,
+        status=result.status,
+        msg=HIDDEN if result.no_log else masking.scrubber.text(result.msg),
+        planned=result.planned,
+        summary=shown.summary,
+        diffs=shown.diffs,
+        fingerprint=shown.fingerprint,
+        item=None if result.no_log else masking.scrubber.value(result.item),
+        no_log=result.no_log,
+        sealed=shown.sealed,
+        read_only=read_only(module),
+    )
+
+
+class PlanRecorder:
+    """A Sink: collects every host's steps, in the order the run made them."""
+
+    def __init__(self, masking: Masking):
+        self._masking = masking
+        self._module = ""
+        self._steps: dict[str, list[Step]] = {}
+
+    def emit(self, event: Event) -> None:
+        if isinstance(event, PlayStarted):
+            for host in event.hosts:
+                self._steps.setdefault(host, [])
+        elif isinstance(event, TaskStarted):
+            self._module = event.module
+        elif isinstance(event, HostResult):
+            self._steps.setdefault(event.host, []).append(step_of(event, self._module, self._masking))
+
+    def close(self) -> None:
+        return None
+
+    def hosts(self) -> tuple[HostPlan, ...]:
+        return tuple(HostPlan(name, tuple(steps)) for name, steps in self._steps.items())
