@@ -472,8 +472,9 @@ def _module_args(data: Any, key: str, module: str, raw: Any) -> Any:
 
 
 def _validate_static_args(spec: registry.ModuleSpec, args: Mapping[str, Any], data: Any, key: str, module: str) -> None:
-    """Check what is not templated; templated values are checked when rendered."""
-    for error in spec.validator.iter_errors(dict(args)):
+    """Check what is not templated; templated values are checked when rendered. Strings are
+    read as the declared scalar type first, as the executor reads them (`create=true`)."""
+    for error in spec.validator.iter_errors(spec.coerced(args)):
         if templating.contains_template(error.instance) or _under_template(args, error.absolute_path):
             continue
         holder = args if isinstance(args, LocatedDict) else data

@@ -105,10 +105,20 @@ def module_names() -> tuple[str, ...]:
 # ``debug``; nothing else is renamed (one place for every alias).
 ANSIBLE_BUILTINS = frozenset(
     {
+        "apt",
         "assert",
         "command",
+        "copy",
         "debug",
+        "fail",
+        "file",
+        "lineinfile",
+        "pip",
         "set_fact",
+        "shell",
+        "stat",
+        "template",
+        "wait_for",
         "meta",
         "include_tasks",
         "import_tasks",

@@ -96,7 +96,7 @@ def test_kimi_check_diff_on_eight_sm120_gpus_changes_nothing(tmp_path: Path) -> 
     state_before = tree(state_dir) if state_dir.exists() else {}
     model_before = tree(model)
     events = rigger(
-        "playbooks/kimi_k25_nvfp4.yml", "--check", "--diff",
+        "playbooks/kimi_k25_nvfp4.yml", "-i", "inventory/local.yml", "--check", "--diff",
         "-e", json.dumps({"model_dir": str(model), "download_model": False,
                           "serve_port": free_port()}),
         env=fake.env(),
