@@ -89,8 +89,11 @@ class Task:
 
     @property
     def display_name(self) -> str:
-        """As Ansible shows it: a role's tasks are ``role : name``."""
+        """As Ansible shows it: a role's tasks are ``role : name``, an unnamed include_role
+        ``include_role : role``."""
         name = self.name or self.module
+        if not self.name and self.include is not None and self.include.kind == "include_role":
+            name = f"{self.module} : {self.include.target}"
         return f"{self.options.role.name} : {name}" if self.options.role is not None else name
 
 

@@ -241,9 +241,12 @@ class Runner:
     def _play(self, play: Play, playbook: Playbook) -> bool:
         """Run one play; False when a failure limit says the playbook ends here."""
         self._play_now = play
-        names = [name for name in self._select(play) if name not in self._left_out]
-        self.emit(PlayStarted(play.name, tuple(names), self.options.check_mode))
+        matched = self._select(play)
+        names = [name for name in matched if name not in self._left_out]
+        self.emit(PlayStarted(play.name, tuple(matched), self.options.check_mode))
         if not names:
+            if matched:
+                return True  # every host it matched failed in an earlier play
             self.emit(
                 Notice(
                     "warning",
@@ -259,8 +262,9 @@ class Runner:
         for batch in batches(names, play.serial):
             if self._play_ended:
                 break
-            self._play_names, self._batch_names = names, batch
-            batch_vars = {**play_vars, **magicvars.play_variables(names, batch, self._down())}
+            # ansible_play_hosts_all is every host the play matched, failed ones included
+            self._play_names, self._batch_names = matched, batch
+            batch_vars = {**play_vars, **magicvars.play_variables(matched, batch, self._down())}
             hosts = [self._host_run(name, batch_vars) for name in batch]
             self._hosts.update((h.name, h) for h in hosts)
             batch_ok = self._batch(play, hosts)
@@ -519,13 +523,17 @@ class Runner:
             return
         if action == "noop":
             return
+        self.emit(TaskStarted(task.display_name, task.module, str(task.location), False))
         chosen = []
         for host in hosts:
             try:
                 if templating.all_true(task.options.when, self._scope(task, host)):
                     chosen.append(host)
+                else:  # shown as Ansible shows it, and, as there, not counted in the recap
+                    self.emit(HostResult(host.name, task.display_name, Status.SKIPPED, False, msg="condition false"))
             except TemplateError as exc:
                 self._record(host, HostResult(host.name, task.display_name, Status.FAILED, False, msg=str(exc)), "meta")
+        self.emit(TaskFinished(task.display_name))
         if action == "end_host":
             for host in chosen:
                 host.ended = True
