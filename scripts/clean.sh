@@ -2,7 +2,7 @@
 # Remove what scripts/demo.sh and scripts/test.sh made, and nothing else:
 #   bash scripts/clean.sh          remove
 #   bash scripts/clean.sh -n       only list what would be removed
-# In this checkout: .venv, .venv-vllm, .venv-olah, .cache/demo (the tiny model).
+# In this checkout: .venv, .venv-vllm, .venv-olah, .venv-ansible, .cache/demo (the tiny model).
 # In your home: the demo server (stopped first, through rigger) and its state and log
 # files, the run lock file when no run holds it. As root, what the test suite made on the
 # system: the SSH lab's users (rigger-ssh, rigger-nosudo, rigger-pw, with their homes),
@@ -55,7 +55,7 @@ if [ -f "$LOCK" ]; then
 fi
 
 # 3. This checkout's venvs and the demo's tiny model.
-remove .venv .venv-vllm .venv-olah .cache/demo
+remove .venv .venv-vllm .venv-olah .venv-ansible .cache/demo
 [ -n "$DRY" ] || rmdir .cache 2>/dev/null || true
 
 # 4. What the test suite made on the system (root only).

@@ -15,7 +15,9 @@ if [ ! -x /usr/bin/chromium ]; then
     apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
 fi
 
-if ! python3 -c "import playwright.sync_api" >/dev/null 2>&1; then
-    python3 -m pip install -q "playwright>=1.40"
+# Into the interpreter that runs the tests (test.sh exports PYTHON: its venv), never the system's.
+PYTHON="${PYTHON:-python3}"
+if ! "$PYTHON" -c "import playwright.sync_api" >/dev/null 2>&1; then
+    "$PYTHON" -m pip install -q "playwright>=1.40"
 fi
-echo "setup_browser: $(/usr/bin/chromium --version 2>/dev/null || echo 'chromium ?'), playwright $(python3 -c 'import importlib.metadata as m; print(m.version("playwright"))')"
+echo "setup_browser: $(/usr/bin/chromium --version 2>/dev/null || echo 'chromium ?'), playwright $("$PYTHON" -c 'import importlib.metadata as m; print(m.version("playwright"))')"
