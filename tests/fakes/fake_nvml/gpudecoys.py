@@ -40,6 +40,24 @@ GPU_DECOY = [
 ]
 
 
+def gpu_holder_argv(argv: list[str]) -> list[str]:
+    """argv run as a GPU holder: with the decoy /dev/nvidia0 open (see GPU_DECOY)."""
+    return [*GPU_DECOY, *argv]
+
+
+def wait_holding(pid: int, timeout_s: float = 10.0) -> int:
+    """Wait until the decoy has /dev/nvidia0 open, so the module sees a proven holder."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/3") == "/dev/nvidia0":
+                return pid
+        except OSError:
+            pass
+        time.sleep(0.02)
+    raise AssertionError(f"decoy {pid} never opened /dev/nvidia0")
+
+
 class Spawner:
     """Starts real processes for a test and reaps whatever is left at the end."""
 
@@ -54,7 +72,7 @@ class Spawner:
 
     def __call__(self, argv: list[str], *, holding_gpu: bool = False, **kwargs: Any) -> subprocess.Popen[bytes]:
         if holding_gpu:
-            argv = [*GPU_DECOY, *argv]
+            argv = gpu_holder_argv(argv)
         kwargs.setdefault("stdin", subprocess.DEVNULL)
         proc = subprocess.Popen(argv, **kwargs)
         self.procs.append(proc)

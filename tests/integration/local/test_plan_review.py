@@ -22,6 +22,7 @@ from typing import Any
 
 import fakenvml
 import pytest
+from gpudecoys import gpu_holder_argv, wait_holding
 
 REPO = Path(__file__).resolve().parents[3]
 FIXTURE = REPO / "tests" / "fixtures" / "kimi-k2.5-nvfp4"
@@ -41,11 +42,16 @@ def free_port() -> int:
 @pytest.fixture
 def orphans() -> Iterator[list[int]]:
     """Two 'orphaned vLLM' processes, each in its own session, as a crash leaves them."""
+    # proven holders, as on a real host: the decoy /dev/nvidia0 open (gpudecoys)
     procs = [
-        subprocess.Popen(["bash", "-c", f"exec -a {name} sleep 600"], stdin=subprocess.DEVNULL, start_new_session=True)
+        subprocess.Popen(
+            gpu_holder_argv(["bash", "-c", f"exec -a {name} sleep 600"]),
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         for name in ("VLLM::EngineCore", "VLLM::Worker_TP0")
     ]
-    yield [p.pid for p in procs]
+    yield [wait_holding(p.pid) for p in procs]
     for proc in procs:
         proc.kill()
         proc.wait()

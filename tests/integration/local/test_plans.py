@@ -25,6 +25,7 @@ from typing import Any
 
 import fakenvml
 import pytest
+from gpudecoys import gpu_holder_argv, wait_holding
 
 REPO = Path(__file__).resolve().parents[3]
 FIXTURE = REPO / "tests" / "fixtures" / "kimi-k2.5-nvfp4"
@@ -54,11 +55,14 @@ class Decoys:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def start(self, name: str) -> int:
+        # a proven holder, as on a real host: the decoy /dev/nvidia0 open (gpudecoys)
         proc = subprocess.Popen(
-            ["bash", "-c", f"exec -a {name} sleep 600"], stdin=subprocess.DEVNULL, start_new_session=True
+            gpu_holder_argv(["bash", "-c", f"exec -a {name} sleep 600"]),
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
         self.procs.append(proc)
-        return proc.pid
+        return wait_holding(proc.pid)
 
     def cleanup(self) -> None:
         for proc in self.procs:

@@ -22,6 +22,7 @@ from typing import Any
 import fakenvml
 import pytest
 import sshlab
+from gpudecoys import gpu_holder_argv, wait_holding
 from sshlab import Lab
 
 pytestmark = pytest.mark.slow
@@ -80,10 +81,14 @@ def orphans() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 
 def orphan(started: list[subprocess.Popen[bytes]], fake: Any) -> int:
+    # a proven holder, as on a real host: the decoy /dev/nvidia0 open (gpudecoys)
     proc = subprocess.Popen(
-        ["bash", "-c", "exec -a VLLM::EngineCore sleep 600"], stdin=subprocess.DEVNULL, start_new_session=True
+        gpu_holder_argv(["bash", "-c", "exec -a VLLM::EngineCore sleep 600"]),
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
     )
     started.append(proc)
+    wait_holding(proc.pid)
     fake.eight_gpus([fakenvml.holder(p.pid, n, 40_000) for n, p in enumerate(started) if p.poll() is None])
     return proc.pid
 

@@ -72,12 +72,13 @@ def test_provision_bare_host_check_then_twice(rigger, digest, bare_host) -> None
 
     check = rigger(*args, "--check", "--diff")
     assert check.rc == 0, check.stdout[-3000:] + check.stderr[-3000:]
-    assert check.recap["gpu1"]["changed"] >= 5
+    # the recap counts a looped task once, as Ansible does: count the changed results
+    assert len([r for r in check.results() if r["status"] == "changed"]) >= 5
     assert digest(parent) == before and not _user_exists(SERVICE_USER)
 
     first = rigger(*args)
     assert first.rc == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    assert first.recap["gpu1"]["changed"] >= 5
+    assert len([r for r in first.results() if r["status"] == "changed"]) >= 5
     base = parent / "inference"
     env_file = base / "etc" / "vllm.env"
     assert f"VLLM_MODEL_DIR={parent}/models\n" in env_file.read_text()
