@@ -153,7 +153,7 @@ def test_orphaned_vllm_session_goes_whole(fake: Any, spawn: Spawner) -> None:
         holding_gpu=True,
     )
     wait_started(launcher)
-    members = session_members(launcher.pid)
+    members = session_members(launcher.pid, ("VLLM::EngineCore", "VLLM::Worker_TP0", "bystander-in-session"))
     engine = spawn.adopt(members["VLLM::EngineCore"])
     worker = spawn.adopt(members["VLLM::Worker_TP0"])
     bystander = spawn.adopt(members["bystander-in-session"])
@@ -167,9 +167,16 @@ def test_orphaned_vllm_session_goes_whole(fake: Any, spawn: Spawner) -> None:
     assert result.data["mib_freed"] == 8 * 89000
 
 
-def session_members(sid: int) -> dict[str, int]:
-    table = LocalConnection().run_probe("procs", {"sid": sid})
-    return {p["cmdline"].split()[0]: p["pid"] for p in table["processes"]}
+def session_members(sid: int, names: tuple[str, ...] = ()) -> dict[str, int]:
+    """The session's processes by name, once every name in ``names`` has exec'd (a loaded
+    machine can take more than wait_started's pause to start the children)."""
+    deadline = time.monotonic() + 10
+    while True:
+        table = LocalConnection().run_probe("procs", {"sid": sid})
+        members = {p["cmdline"].split()[0]: p["pid"] for p in table["processes"] if p["cmdline"]}
+        if all(name in members for name in names) or time.monotonic() > deadline:
+            return members
+        time.sleep(0.05)
 
 
 def test_kill_patterns_catch_a_process_that_holds_no_memory_yet(fake: Any, spawn: Spawner) -> None:
