@@ -154,8 +154,9 @@ def _verdict(
         fatal = _whole_log_fatal(conn, target)
         if fatal:
             return _died(seen, elapsed, "fatal log line", fatal)
+        # no crash line: the last exception line explains the exit, and is the line quoted
         line = last_error_line(seen.follower.all_lines())
-        return _died(seen, elapsed, "the server process exited" + (f"; last error: {line}" if line else ""), None)
+        return _died(seen, elapsed, "the server process exited" + ("; last error" if line else ""), line)
     return None
 
 
