@@ -367,10 +367,12 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
             f"vLLM pid {record.get('pid')} running and healthy on port {args['port']}, same spec ({spec_hash[:12]})",
             _data(args, record),
         )
-    _check_model(ctx.conn, args)
+    missing = _model_missing(ctx.conn, args)
     _check_port(ctx.conn, args, status)
     return Change(
-        summary=reason,
+        # In check mode an earlier task (a download, make_tiny_model) may be what creates the
+        # model, so the plan says so; apply refuses before it stops anything.
+        summary=f"{reason}; {missing} now, an earlier task must create it" if missing else reason,
         diffs=_spec_diffs(status.record, spec),
         payload={"spec_hash": spec_hash, "argv": list(spec.argv)},
         fingerprint=_start_fingerprint(ctx, args, spec, status),
@@ -477,14 +479,21 @@ def _warnings(args: Mapping[str, Any]) -> tuple[str, ...]:
     return ()
 
 
-def _check_model(conn: ScopedConnection, args: Mapping[str, Any]) -> None:
+def _model_missing(conn: ScopedConnection, args: Mapping[str, Any]) -> str | None:
+    """``model X is not on the host (why)``, or None when it is there or is a hub id."""
     model = str(args["model"])
     if not model.startswith("/"):
-        return  # a hub id: vLLM resolves it
+        return None  # a hub id: vLLM resolves it
     info = conn.run_probe("path_info", {"paths": [model]})["paths"][model]
-    if not info.get("exists"):
-        reason = info.get("error") or "no such file or directory"
-        raise TaskFailed(f"serve_vllm: model {model} is not on the host ({reason})", {"model": model})
+    if info.get("exists"):
+        return None
+    return f"model {model} is not on the host ({info.get('error') or 'no such file or directory'})"
+
+
+def _check_model(conn: ScopedConnection, args: Mapping[str, Any]) -> None:
+    missing = _model_missing(conn, args)
+    if missing:
+        raise TaskFailed(f"serve_vllm: {missing}", {"model": str(args["model"])})
 
 
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:

@@ -15,7 +15,7 @@ import pytest
 from engine import registry
 from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
-from engine.module_api import TaskContext, TaskFailed
+from engine.module_api import Change, TaskContext, TaskFailed
 from modules.serving import serve_vllm
 
 
@@ -32,11 +32,19 @@ def test_a_value_that_would_read_as_a_flag_is_refused(tmp_path: Path, key: str, 
     assert "does not match '^[^-]'" in errors[0].message
 
 
-def test_a_model_directory_missing_on_the_host_fails_the_plan(tmp_path: Path) -> None:
+def test_a_model_directory_missing_on_the_host_fails_apply_and_is_named_by_the_plan(tmp_path: Path) -> None:
+    # check mode: an earlier task (make_tiny_model, a download) may create the model, so the
+    # plan names the gap instead of failing; apply refuses before it stops or starts anything.
     missing = tmp_path / "no-such-model"
-    ctx = TaskContext("localhost", ScopedConnection(LocalConnection()).planning(), {}, {})
+    args = args_for(tmp_path, model=str(missing))
+    planning = TaskContext("localhost", ScopedConnection(LocalConnection()).planning(), {}, {})
+    change = serve_vllm.plan(planning, args)
+    assert isinstance(change, Change)
+    assert f"model {missing} is not on the host" in change.summary
+    ctx = TaskContext("localhost", ScopedConnection(LocalConnection()), {}, {})
     with pytest.raises(TaskFailed, match=f"model {missing} is not on the host"):
-        serve_vllm.plan(ctx, args_for(tmp_path, model=str(missing)))
+        serve_vllm.apply(ctx, args, change)
+    assert not (tmp_path / "state").exists() or not any((tmp_path / "state").iterdir())
 
 
 def test_a_flag_shaped_model_exits_4_naming_the_line(rigger: Any, tmp_path: Path) -> None:
