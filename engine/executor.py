@@ -37,6 +37,8 @@ class ExecOptions:
     # Called after every plan() outside check mode; raising TaskFailed stops the task
     # before apply (the saved-plan gate of `rigger apply`, engine/plans/gate.py).
     before_apply: Callable[[PlannedStep], None] | None = None
+    # Another inventory host's connection, for TaskContext.peer (the runner's delegate_to).
+    connect: Callable[[str], Connection] | None = None
 
 
 @dataclass(frozen=True)
@@ -275,6 +277,7 @@ class TaskRunner:
             task_name=task.display_name,
             timeout_s=task.timeout_s,
             progress=self.progress,
+            connect=self.options.connect,
         )
         try:
             return self._plan_apply(spec, ctx, conn, args)

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from engine.connection.base import CommandResult, ScopedConnection
+from engine.connection.base import CommandResult, Connection, ScopedConnection
 from engine.errors import CommandFailed, TaskFailed, TemplateError, WriteRefused
 from engine.facts import FactSource
 from engine.keypaths import keypath_diff, same_value
@@ -141,6 +141,16 @@ class TaskContext:
     task_name: str = ""
     timeout_s: float | None = None
     progress: ProgressFn = _no_progress
+    connect: Callable[[str], Connection] | None = None
+
+    def peer(self, host: str) -> ScopedConnection:
+        """Another inventory host, for a module that acts on a group as one (run with
+        ``run_once``): reached with that host's own variables and run lock, as
+        ``delegate_to`` reaches it, with this task's scope (become, environment, and
+        refusing writes while planning). An unreachable peer raises ``HostUnreachable``."""
+        if self.connect is None:
+            raise TaskFailed(f"no connection to {host}: this task runs outside a play's inventory")
+        return replace(self.conn, inner=self.connect(host))
 
 
 # Templating helpers, imported on use: a module's own code must load without jinja2 (the

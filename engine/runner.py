@@ -472,6 +472,7 @@ class Runner:
                     check_mode=self.options.check_mode,
                     verbosity=self.options.verbosity,
                     before_apply=self.options.before_apply,
+                    connect=self._delegate_connection,
                 ),
                 lambda message: self.emit(Progress(host.name, task.display_name, message)),
             )
