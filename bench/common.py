@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import os
 import statistics
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Sequence
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
+
+import psutil
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 VENVS = BENCH_DIR / ".venvs"
+T = TypeVar("T")
 TOOL_PACKAGES = {"ansible": ["ansible-core"], "pyinfra": ["pyinfra"]}
 
 
@@ -32,32 +41,109 @@ def rigger_command() -> list[str]:
 
 
 def timed(argv: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> float:
-    started = time.perf_counter()
-    proc = subprocess.run(argv, env={**os.environ, **(env or {})}, cwd=cwd, capture_output=True, text=True)
-    elapsed = time.perf_counter() - started
-    if proc.returncode != 0:
-        raise RuntimeError(
-            f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
-        )
-    return elapsed
+    return measured(argv, env, cwd).wall_s
 
 
 @dataclass(frozen=True)
-class Case:
+class Measurement:
+    wall_s: float
+    cpu_s: float  # user + sys of the tool's whole process tree (bench/tree_usage.py)
+    peak_pss_mb: float  # max over samples of the tree's summed proportional set size
+
+
+def measured(argv: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> Measurement:
+    """Run one tool to completion: wall time, CPU of its process tree, peak memory of that tree."""
+    with tempfile.NamedTemporaryFile(prefix="rigger-bench-usage-", suffix=".json") as report:
+        wrapped = [sys.executable, str(BENCH_DIR / "tree_usage.py"), report.name, *argv]
+        proc = subprocess.Popen(
+            wrapped,
+            env={**os.environ, **(env or {})},
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        sampler = _PeakSampler(proc.pid)
+        sampler.start()
+        stdout, stderr = proc.communicate()
+        sampler.stop()
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}):\n{stdout[-2000:]}\n{stderr[-2000:]}")
+        usage = json.loads(Path(report.name).read_text())
+    return Measurement(usage["wall_s"], usage["cpu_s"], sampler.peak_bytes / 2**20)
+
+
+class _PeakSampler:
+    """Samples the summed PSS of the wrapper's descendants (the tool's tree)."""
+
+    def __init__(self, wrapper_pid: int, interval_s: float = 0.05):
+        self.wrapper_pid, self.interval_s = wrapper_pid, interval_s
+        self.peak_bytes = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._done.wait(self.interval_s):
+            self.peak_bytes = max(self.peak_bytes, self._tree_pss())
+
+    def _tree_pss(self) -> int:
+        total = 0
+        with contextlib.suppress(psutil.Error):
+            for proc in psutil.Process(self.wrapper_pid).children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    total += proc.memory_full_info().pss
+        return total
+
+
+@dataclass(frozen=True)
+class Case(Generic[T]):
     tool: str
     label: str
-    run: Callable[[], float]
+    run: Callable[[], T]
 
 
-def interleaved(cases: Sequence[Case], repeats: int) -> dict[tuple[str, str], list[float]]:
-    """Run every case once per round, round after round, so drift hits all alike."""
-    times: dict[tuple[str, str], list[float]] = {(c.tool, c.label): [] for c in cases}
-    for case in cases:  # warm-up: imports, page cache, sshd
-        case.run()
-    for _ in range(repeats):
-        for case in cases:
-            times[(case.tool, case.label)].append(case.run())
+def interleaved(
+    cases: Sequence[Case[T]],
+    repeats: int,
+    each_round: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
+    warm_up: Sequence[Case[T]] | None = None,
+) -> dict[tuple[str, str], list[T]]:
+    """Run every case once per round, round after round, so drift hits all alike.
+
+    ``each_round`` wraps every round (the warm-up too): the shared lock for timed runs.
+    ``warm_up``: the cases run once, untimed, first (imports, page cache, sshd); all of them
+    unless told."""
+    times: dict[tuple[str, str], list[T]] = {(c.tool, c.label): [] for c in cases}
+    with each_round():
+        for case in cases if warm_up is None else warm_up:
+            case.run()
+    for done in range(repeats):
+        with each_round():
+            for case in cases:
+                times[(case.tool, case.label)].append(case.run())
+        print(f"round {done + 1}/{repeats} done", file=sys.stderr, flush=True)
     return times
+
+
+@contextlib.contextmanager
+def shared_lock(path: str | None) -> Iterator[None]:
+    """flock ``path`` (the machine's lock for heavy or timed runs) while the block runs."""
+    if path is None:
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def median(values: Sequence[float]) -> float:

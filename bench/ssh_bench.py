@@ -25,32 +25,38 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, Case, interleaved, median, report_per_task, rigger_command, timed, tool_venv
+from common import REPO, Case, Measurement, interleaved, measured, median, report_per_task, rigger_command, tool_venv
 from ssh.fleet import Fleet, start_fleet
 from ssh.workloads import ansible_files, pyinfra_files, rigger_files
 
 FORKS = 20
 
 
-def _rigger_runner(fleet: Fleet, root: Path, remote: bool, run_lock: bool) -> Callable[[int, int], float]:
-    """rigger; ``remote=False`` is its exec-channel-per-command mode (ssh_remote_python: false)."""
+Runner = Callable[[int, int], Measurement]
 
-    def rigger(hosts: int, tasks: int) -> float:
+
+def rigger_runner(
+    fleet: Fleet, root: Path, forks: int, *, remote: bool = True, run_lock: bool = True, tree: Path = REPO
+) -> Runner:
+    """rigger from ``tree`` (a checkout); ``remote=False`` is its exec-channel-per-command mode
+    (ssh_remote_python: false)."""
+
+    def rigger(hosts: int, tasks: int) -> Measurement:
         book, inv = rigger_files(fleet, root, hosts, tasks, remote_python=remote, run_lock=run_lock)
-        argv = [*rigger_command(), "run", str(book), "-i", str(inv), "--forks", str(FORKS)]
-        return timed(argv, {"PYTHONPATH": str(REPO)})
+        argv = [*rigger_command(), "run", str(book), "-i", str(inv), "--forks", str(forks)]
+        return measured(argv, {"PYTHONPATH": str(tree)}, cwd=tree)
 
     return rigger
 
 
 def tool_runners(
-    fleet: Fleet, root: Path, tools: list[str], run_lock: bool = True
-) -> dict[str, Callable[[int, int], float]]:
-    """tool -> run(hosts, tasks) returning wall seconds (and failing loudly on errors)."""
-    runners: dict[str, Callable[[int, int], float]] = {}
+    fleet: Fleet, root: Path, tools: list[str], run_lock: bool = True, forks: int = FORKS
+) -> dict[str, Runner]:
+    """tool -> run(hosts, tasks), each with ``forks`` hosts in parallel (failing loudly on errors)."""
+    runners: dict[str, Runner] = {}
     for variant, remote in (("rigger", True), ("rigger-exec", False)):
         if variant in tools:
-            runners[variant] = _rigger_runner(fleet, root, remote, run_lock)
+            runners[variant] = rigger_runner(fleet, root, forks, remote=remote, run_lock=run_lock)
     if "ansible" in tools:
         ansible_bin = tool_venv("ansible")
         env = {
@@ -58,23 +64,23 @@ def tool_runners(
             "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=120s",
             "ANSIBLE_SSH_CONTROL_PATH_DIR": str(root / "cp"),
             "ANSIBLE_LOCAL_TEMP": str(root / "ansible-tmp"),
-            "ANSIBLE_FORKS": str(FORKS),
+            "ANSIBLE_FORKS": str(forks),
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_RETRY_FILES_ENABLED": "False",
         }
 
-        def ansible(hosts: int, tasks: int) -> float:
+        def ansible(hosts: int, tasks: int) -> Measurement:
             book, inv = ansible_files(fleet, root, hosts, tasks)
-            return timed([str(ansible_bin / "ansible-playbook"), "-i", str(inv), str(book)], env)
+            return measured([str(ansible_bin / "ansible-playbook"), "-i", str(inv), str(book)], env)
 
         runners["ansible"] = ansible
     if "pyinfra" in tools:
         pyinfra_bin = tool_venv("pyinfra")
 
-        def pyinfra(hosts: int, tasks: int) -> float:
+        def pyinfra(hosts: int, tasks: int) -> Measurement:
             deploy, inv = pyinfra_files(fleet, root, hosts, tasks)
-            argv = [str(pyinfra_bin / "pyinfra"), "-y", "--parallel", str(FORKS), str(inv), str(deploy)]
-            return timed(argv, cwd=root)
+            argv = [str(pyinfra_bin / "pyinfra"), "-y", "--parallel", str(forks), str(inv), str(deploy)]
+            return measured(argv, cwd=root)
 
         runners["pyinfra"] = pyinfra
     return runners
@@ -98,7 +104,7 @@ def main() -> None:
         try:
             runners = tool_runners(fleet, root, tools, run_lock=not opts.no_run_lock)
             cases = [
-                Case(tool, label, lambda run=run, h=h, n=n: run(h, n))
+                Case(tool, label, lambda run=run, h=h, n=n: run(h, n).wall_s)
                 for label, h, n in (
                     ("1", 1, 1),
                     (str(opts.tasks), 1, opts.tasks),
