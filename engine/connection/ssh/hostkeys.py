@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import fcntl
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -55,32 +56,74 @@ class KnownHosts(paramiko.HostKeys):
 def load_known(files: Sequence[str], host_name: str = "") -> KnownHosts:
     keys = KnownHosts()
     for path in files:
-        if os.path.isfile(path):
-            _load_file(keys, path, host_name)
+        parsed = _parsed(path)
+        if parsed is None:
+            continue
+        if parsed.error is not None:
+            raise HostKeyError(f"{host_name}: {parsed.error}" if host_name else parsed.error)
+        keys._entries.extend(parsed.entries)  # type: ignore[attr-defined]  # as HostKeys.load does
+        keys.revoked.extend(parsed.revoked)
     return keys
 
 
-def _load_file(keys: KnownHosts, path: str, host_name: str) -> None:
-    who = f"{host_name}: " if host_name else ""
+@dataclass(frozen=True)
+class _ParsedFile:
+    """One known_hosts file's content, parsed once: a fleet of N hosts connects N times to the
+    same file of N lines, and parsing (a key object per line) made that N x N. The file is
+    still read on every use; only identical content reuses the parse."""
+
+    content: bytes
+    entries: tuple[HostKeyEntry, ...] = ()
+    revoked: tuple[paramiko.PKey, ...] = ()
+    error: str | None = None  # the first bad line: every host using the file fails closed
+
+
+_PARSED: dict[str, _ParsedFile] = {}
+_PARSED_LOCK = threading.Lock()
+
+
+def _parsed(path: str) -> _ParsedFile | None:
+    """``path`` parsed (None when it is not a file)."""
+    if not os.path.isfile(path):
+        return None
     try:
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HostKeyError(f"{who}{path}: cannot read this known_hosts file: {exc}") from None
+        with open(path, "rb") as handle:
+            content = handle.read()
+    except OSError as exc:
+        return _ParsedFile(b"", error=f"{path}: cannot read this known_hosts file: {exc}")
+    with _PARSED_LOCK:
+        cached = _PARSED.get(path)
+        if cached is None or cached.content != content:
+            cached = _PARSED[path] = _parse(path, content)
+    return cached
+
+
+def _parse(path: str, content: bytes) -> _ParsedFile:
+    try:
+        lines = content.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        return _ParsedFile(content, error=f"{path}: cannot read this known_hosts file: {exc}")
+    entries: list[HostKeyEntry] = []
+    revoked: list[paramiko.PKey] = []
     for number, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line or line.startswith("#") or line.startswith("@cert-authority"):
             continue  # host certificates are not used by rigger
         marker, _, rest = line.partition(" ") if line.startswith("@") else ("", "", line)
         if marker not in ("", REVOKED):
-            raise HostKeyError(f"{who}{path}:{number}: unknown known_hosts marker {marker!r}; refusing to connect")
-        entry = _entry(rest.strip(), f"{who}{path}:{number}")
+            error = f"{path}:{number}: unknown known_hosts marker {marker!r}; refusing to connect"
+            return _ParsedFile(content, error=error)
+        try:
+            entry = _entry(rest.strip(), f"{path}:{number}")
+        except HostKeyError as exc:
+            return _ParsedFile(content, error=str(exc))
         if entry is None or entry.key is None:
             continue
         if marker == REVOKED:
-            keys.revoked.append(entry.key)
+            revoked.append(entry.key)
         else:
-            keys._entries.append(entry)  # type: ignore[attr-defined]  # as HostKeys.load does
+            entries.append(entry)
+    return _ParsedFile(content, tuple(entries), tuple(revoked))
 
 
 def _entry(line: str, where: str) -> HostKeyEntry | None:
