@@ -6,7 +6,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,6 +84,9 @@ def _new_stats() -> dict[str, int]:
     return dict.fromkeys(COUNTERS, 0)
 
 
+FORK_THREAD = "rigger-fork"
+
+
 class Runner:
     def __init__(self, inventory: Inventory, options: RunOptions, emit: Callable[[Event], None]):
         self.inventory = inventory
@@ -96,6 +99,7 @@ class Runner:
         self._interrupted = threading.Event()
         self._in_flight: dict[str, str] = {}
         self._locks = HostLocks()
+        self._forks: ThreadPoolExecutor | None = None
         self.owner = "rigger run"
         self._run_magic = magicvars.run_variables(
             inventory,
@@ -188,12 +192,19 @@ class Runner:
         return seconds
 
     def close(self) -> None:
-        self._locks.release_all()
-        for conn in self._connections.values():
-            try:
-                conn.close()
-            except Exception as exc:  # closing must not hide the run's outcome
-                self.emit(Notice("warning", f"closing connection failed: {exc}"))
+        """Release the locks, then close the connections, ``forks`` hosts at a time: each is
+        a round trip to its host, and one after the other they added up at fleet size."""
+        if self._forks is not None:
+            self._forks.shutdown(wait=False, cancel_futures=True)  # an interrupt closes under running forks
+            self._forks = None
+        self._locks.release_all(self.options.forks)
+        conns = list(self._connections.values())
+        if not conns:
+            return
+        with ThreadPoolExecutor(max_workers=max(1, min(self.options.forks, len(conns)))) as pool:
+            for problem in pool.map(_close, conns):
+                if problem:
+                    self.emit(Notice("warning", f"closing connection failed: {problem}"))
 
     # ---- the run -----------------------------------------------------------------
     def run(self, playbook: Playbook) -> int:
@@ -344,18 +355,25 @@ class Runner:
         self.emit(TaskFinished("Gathering Facts"))
 
     def _parallel(self, fn: Callable[[HostRun], Any], hosts: list[HostRun]) -> list[Any]:
-        if len(hosts) == 1 or self.options.forks <= 1:
-            return [fn(h) for h in hosts]
-        with ThreadPoolExecutor(max_workers=min(self.options.forks, len(hosts))) as pool:
-            futures = [pool.submit(fn, h) for h in hosts]
-            try:
-                return [f.result() for f in futures]
-            except KeyboardInterrupt:
-                self._interrupted.set()
-                for f in futures:
-                    f.cancel()
-                self.close()
-                raise
+        if len(hosts) == 1 or self.options.forks <= 1 or threading.current_thread().name.startswith(FORK_THREAD):
+            return [fn(h) for h in hosts]  # from inside a fork: never wait on the pool we run in
+        futures = [self._fork_pool().submit(fn, h) for h in hosts]
+        try:
+            return [f.result() for f in futures]
+        except KeyboardInterrupt:
+            self._interrupted.set()
+            for f in futures:
+                f.cancel()
+            self.close()  # closing the connections ends the commands still running
+            wait(futures)
+            raise
+
+    def _fork_pool(self) -> ThreadPoolExecutor:
+        """The run's ``forks`` threads, kept from task to task: a pool per task started
+        forks threads per task, and at 100 hosts those starts were a visible share of the run."""
+        if self._forks is None:
+            self._forks = ThreadPoolExecutor(max_workers=self.options.forks, thread_name_prefix=FORK_THREAD)
+        return self._forks
 
     def _record_outcome(self, host: HostRun, outcome: Outcome, task_name: str) -> None:
         """A loop shows every item but counts once in the recap, as Ansible does."""
@@ -667,6 +685,14 @@ class Runner:
             if other.name == name:
                 return other
         return host
+
+
+def _close(conn: Connection) -> str | None:
+    try:
+        conn.close()
+    except Exception as exc:  # closing must not hide the run's outcome
+        return str(exc)
+    return None
 
 
 def _handler_names(handler: Task) -> set[str]:

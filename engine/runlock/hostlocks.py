@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from engine import runlock
@@ -53,9 +54,15 @@ class HostLocks:
                 self._held[key] = handle
         return handle.warning
 
-    def release_all(self) -> None:
+    def release_all(self, workers: int = 1) -> None:
+        """Release every held lock, ``workers`` at a time: each release is a round trip to
+        its host, and one after the other they added up at fleet size."""
         with self._guard:
             held = list(self._held.values())
             self._held.clear()
-        for handle in held:
-            runlock.release(handle)
+        if workers <= 1 or len(held) <= 1:
+            for handle in held:
+                runlock.release(handle)
+            return
+        with ThreadPoolExecutor(max_workers=min(workers, len(held))) as pool:
+            list(pool.map(runlock.release, held))
