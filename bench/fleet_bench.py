@@ -100,15 +100,17 @@ def report(
     print("\n" + chart(walls, tools, sizes))
 
 
-def chart(walls: dict[tuple[str, int], float], tools: list[str], sizes: list[int], width: int = 60) -> str:
-    """Horizontal bars of wall time, one per tool and size, on a log-free linear scale."""
-    top = max(walls.values())
+def chart(walls: dict[tuple[str, int], float], tools: list[str], sizes: list[int], width: int = 50) -> str:
+    """Horizontal bars of wall time, one per tool and size; a tool more than 10x slower than
+    the fastest is clipped (``>``) so the others stay readable."""
+    fastest = {size: min(walls[(tool, size)] for tool in tools) for size in sizes}
+    top = max(wall for (_, size), wall in walls.items() if wall <= 10 * fastest[size])
     lines = [f"wall time (s), one bar per tool and fleet size; full width = {top:.1f} s"]
     for size in sizes:
         for tool in tools:
             wall = walls[(tool, size)]
-            bar = "#" * max(1, round(wall / top * width))
-            lines.append(f"{size:4} {tool:8} {bar} {wall:.2f}")
+            bar = "#" * max(1, round(min(wall, top) / top * width)) + (">" if wall > top else "")
+            lines.append(f"{size:4} {tool:11} {bar} {wall:.2f}")
     return "\n".join(lines)
 
 
