@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from engine.module_api import Change, Result, TaskContext, TaskFailed, TemplateError, Unchanged, render
+from engine.module_api import Change, Result, TaskContext, TaskFailed, TemplateError, Unchanged, render_text
 from modules.files.filework import CONTENT_PROPERTIES, apply_content, controller_file, plan_content
 
 SCHEMA = {
@@ -43,7 +43,7 @@ def _rendered(ctx: TaskContext, name: str) -> bytes:
     except OSError as exc:
         raise TaskFailed(f"cannot read template {source}: {exc.strerror}") from None
     try:
-        return str(render(_BLOCK_END_NEWLINE.sub(r"\1", text), ctx.vars)).encode("utf-8")
+        return render_text(_BLOCK_END_NEWLINE.sub(r"\1", text), ctx.vars).encode("utf-8")
     except TemplateError as exc:
         raise TaskFailed(f"template {source}: {exc}") from None
 
