@@ -76,9 +76,13 @@ def host_facts(
     checksum: str | None = None,
     follow: bool = False,
     tree: Mapping[str, Any] | None = None,
+    listing: str | None = None,
 ) -> dict[str, Any]:
-    """One round trip: facts about ``paths`` and the ids ``owner``/``group`` name."""
+    """One round trip: facts about ``paths`` and the ids ``owner``/``group`` name;
+    ``listing``: also the directories and files under that directory."""
     request: dict[str, Any] = {"paths": list(paths), "owner": owner, "group": group, "follow": follow}
+    if listing:
+        request["list"] = listing
     if checksum:
         request["checksum"] = checksum
     if tree:
@@ -216,8 +220,31 @@ def controller_file(ctx: TaskContext, name: str, kind: str) -> Path:
     raise TaskFailed(f"could not find {name!r} in {', '.join(str(r) for r in roots)}")
 
 
-def plan_content(ctx: TaskContext, args: Mapping[str, Any], dest: str, wanted: bytes, verb: str) -> Change | None:
-    """The change that puts ``wanted`` at ``dest`` with the asked owner/group/mode, or None."""
+@dataclass(frozen=True)
+class Content:
+    """What to put at ``dest``. ``source_mode``: the mode of the host file it is copied
+    from (copy with remote_src), which the written file takes as Ansible's copystat gives
+    it: when it replaces a file, and with ``for_new`` also when it creates one."""
+
+    dest: str
+    data: bytes
+    source_mode: int | None = None
+    for_new: bool = False
+
+
+def _written_mode(attrs: Attrs, content: Content, previous: bytes | None) -> int | None:
+    """The mode new content is written with (None: the file's own, or the default for a new one)."""
+    if isinstance(attrs.mode, int):
+        return attrs.mode
+    start = content.source_mode if previous is not None or content.for_new else None
+    if start is None:
+        return attrs.created_mode(directory=False) if previous is None else None
+    return start if attrs.mode is None else file_mode.resulting(attrs.mode, start, False, attrs.umask)
+
+
+def plan_content(ctx: TaskContext, args: Mapping[str, Any], content: Content, verb: str) -> Change | None:
+    """The change that puts the content at its dest with the asked owner/group/mode, or None."""
+    dest, wanted = content.dest, content.data
     answer = host_facts(ctx, [dest], owner=args.get("owner"), group=args.get("group"))
     facts = answer["paths"][dest]
     if facts.get("exists") and facts["type"] != "file":
@@ -225,12 +252,18 @@ def plan_content(ctx: TaskContext, args: Mapping[str, Any], dest: str, wanted: b
     attrs = Attrs.wanted(args, answer)
     current = ctx.conn.read_file(dest) if facts["exists"] else None
     diffs = [] if current == wanted else [Diff(dest, as_text(current), as_text(wanted))]
-    diffs += attrs.diffs(dest, facts)
+    written = _written_mode(attrs, content, current) if current != wanted else None
+    if facts.get("exists") and written is not None and content.source_mode is not None:
+        diffs += attrs.diffs(dest, facts, with_mode=False)
+        if int(facts["mode"], 8) != written:
+            diffs.append(Diff(f"{dest} (mode)", f"{facts['mode']}\n", f"{written:04o}\n"))
+    else:
+        diffs += attrs.diffs(dest, facts)
     if not diffs:
         return None
     summary = f"{verb} {dest}" if current != wanted else f"set attributes of {dest}"
     payload = {"dest": dest, "data": wanted, "previous": current, "attrs": attrs, "identity": identity(facts)}
-    return Change(summary=summary, diffs=tuple(diffs), payload=payload)
+    return Change(summary=summary, diffs=tuple(diffs), payload={**payload, "content": content})
 
 
 def _validate(ctx: TaskContext, command: str, dest: str, data: bytes) -> None:
@@ -251,10 +284,9 @@ def apply_content(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> 
     dest, data, previous, attrs = payload["dest"], payload["data"], payload["previous"], payload["attrs"]
     require_owners(ctx, attrs)
     backup = None
-    # a file created here gets its final mode before it appears; an existing one keeps its
-    # mode through the write and then gets the asked one (symbolic: applied to the kept one)
-    mode = attrs.created_mode(directory=False) if previous is None else None
-    mode = attrs.mode if isinstance(attrs.mode, int) else mode
+    # written content gets its final mode before it appears; a file that keeps its mode
+    # through the write then gets the asked one (symbolic: applied to the kept one)
+    mode = _written_mode(attrs, payload["content"], previous) if previous != data else None
     if previous != data:
         if args.get("validate"):
             _validate(ctx, args["validate"], dest, data)
@@ -263,5 +295,5 @@ def apply_content(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> 
             ctx.conn.write_file(backup, previous)
         ctx.conn.write_file(dest, data, mode=mode)
     if attrs.owner is not None or attrs.group is not None or attrs.mode is not None:
-        run_ops(ctx, [attrs.op(dest, mode=mode if previous is None else None)])
+        run_ops(ctx, [attrs.op(dest, mode=mode)])
     return {"dest": dest, "backup_file": backup, "size": len(data), "changed": True}

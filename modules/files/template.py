@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.module_api import Change, Result, TaskContext, TaskFailed, TemplateError, Unchanged, render_text
-from modules.files.filework import CONTENT_PROPERTIES, apply_content, controller_file, plan_content
+from modules.files.filework import CONTENT_PROPERTIES, Content, apply_content, controller_file, plan_content
 
 SCHEMA = {
     "type": "object",
@@ -49,7 +49,7 @@ def _rendered(ctx: TaskContext, name: str) -> bytes:
 
 
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
-    change = plan_content(ctx, args, args["dest"], _rendered(ctx, args["src"]), "render")
+    change = plan_content(ctx, args, Content(args["dest"], _rendered(ctx, args["src"])), "render")
     if change is None or (not args["force"] and change.payload["previous"] is not None):
         return Unchanged(f"{args['dest']} is up to date", {"dest": args["dest"]})
     return change

@@ -114,6 +114,22 @@ def _tree_mismatches(root: str, uid: int | None, gid: int | None, mode: int | st
     return found
 
 
+def _listing(root: str) -> dict[str, Any]:
+    """Directories and files under ``root`` (relative, sorted; links followed), files with modes."""
+    dirs: list[str] = []
+    files: list[list[Any]] = []
+    for base, names, found in os.walk(root, followlinks=True):
+        names.sort()
+        rel = os.path.relpath(base, root)
+        prefix = "" if rel == "." else rel + "/"
+        dirs += [prefix + name for name in names]
+        for name in sorted(found):
+            path = os.path.join(base, name)
+            if os.path.isfile(path):
+                files.append([prefix + name, stat.S_IMODE(os.stat(path).st_mode)])
+    return {"dirs": dirs, "files": files}
+
+
 def main(args: dict[str, Any]) -> dict[str, Any]:
     follow = bool(args.get("follow", False))
     checksum = args.get("checksum")
@@ -123,6 +139,8 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     answer["umask"] = call("file_mode", {})["umask"]
     answer["uid"] = _resolve(pwd.getpwnam, args.get("owner"), "user", unresolved)
     answer["gid"] = _resolve(grp.getgrnam, args.get("group"), "group", unresolved)
+    if args.get("list"):
+        answer["listing"] = _listing(args["list"])
     tree = args.get("tree")
     if tree and os.path.isdir(tree["path"]) and not os.path.islink(tree["path"]):
         answer["tree_mismatches"] = _tree_mismatches(tree["path"], answer["uid"], answer["gid"], tree.get("mode"))
