@@ -23,6 +23,7 @@ from engine.errors import (
     EXIT_UNREACHABLE,
     HostUnreachable,
     RiggerError,
+    TaskFailed,
     TemplateError,
     ValidationError,
 )
@@ -151,31 +152,36 @@ class Runner:
                 self.emit(Notice("warning", warning, host.name))
 
     def _lock(self, host: HostRun) -> HostResult | None:
-        """Take the host's run lock once per run; a held lock makes the host unreachable.
-        The lock's variables are read like the connection's: -e wins over the inventory."""
-        host_vars = self._connection_vars(host.name)
-        if self.options.check_mode or not to_bool(host_vars.get("rigger_run_lock", True)):
-            return None
-        wait_s = self._lock_wait_s(host_vars)
-        if isinstance(wait_s, str):
-            return HostResult(host.name, "Acquiring the run lock", Status.FAILED, False, msg=wait_s)
+        """Take the host's run lock once per run; a held lock makes the host unreachable."""
+        task = "Acquiring the run lock"
         try:
-            warning = self._locks.take(
+            self._take_lock(
                 host.name,
-                host_vars,
+                self._connection_vars(host.name),
                 host.conn,
-                self.owner,
-                wait_s,
-                lambda message: self.emit(Progress(host.name, "Acquiring the run lock", message)),
+                lambda message: self.emit(Progress(host.name, task, message)),
             )
+        except TaskFailed as exc:
+            return HostResult(host.name, task, Status.FAILED, False, msg=exc.msg)
         except HostUnreachable as exc:
-            return HostResult(host.name, "Acquiring the run lock", Status.UNREACHABLE, False, msg=str(exc))
-        if warning:
-            self.emit(Notice("warning", warning, host.name))
+            return HostResult(host.name, task, Status.UNREACHABLE, False, msg=str(exc))
         return None
 
-    def _lock_wait_s(self, host_vars: Mapping[str, Any]) -> float | str:
-        """Seconds to wait for the lock (--lock-wait, else rigger_run_lock_wait_s), or what is wrong."""
+    def _take_lock(
+        self, name: str, host_vars: Mapping[str, Any], conn: Connection, waiting: Callable[[str], None]
+    ) -> None:
+        """The one way a host's machine is locked, for the play's hosts and the ones a task
+        reaches (delegate_to, peers); the lock's variables are read like the connection's
+        (-e wins over the inventory). Raises TaskFailed for a bad rigger_run_lock_wait_s,
+        HostUnreachable when another run holds the lock."""
+        if self.options.check_mode or not to_bool(host_vars.get("rigger_run_lock", True)):
+            return
+        warning = self._locks.take(name, host_vars, conn, self.owner, self._lock_wait_s(host_vars), waiting)
+        if warning:
+            self.emit(Notice("warning", warning, name))
+
+    def _lock_wait_s(self, host_vars: Mapping[str, Any]) -> float:
+        """Seconds to wait for the lock: --lock-wait, else rigger_run_lock_wait_s."""
         if self.options.lock_wait_s is not None:
             return self.options.lock_wait_s
         value = host_vars.get("rigger_run_lock_wait_s", 0)
@@ -184,7 +190,7 @@ class Runner:
         except (TypeError, ValueError):
             seconds = -1.0
         if isinstance(value, bool) or not seconds >= 0:
-            return f"rigger_run_lock_wait_s must be a number of seconds (>= 0), not {value!r}"
+            raise TaskFailed(f"rigger_run_lock_wait_s must be a number of seconds (>= 0), not {value!r}")
         return seconds
 
     def close(self) -> None:
@@ -636,10 +642,13 @@ class Runner:
             return self._delegate_connection(name), None
         except HostUnreachable as exc:
             return host.conn, HostResult(host.name, task.display_name, Status.UNREACHABLE, False, msg=f"{name}: {exc}")
+        except TaskFailed as exc:
+            return host.conn, HostResult(host.name, task.display_name, Status.FAILED, False, msg=exc.msg)
 
     def _delegate_connection(self, name: str) -> Connection:
         """An inventory host (or the implicit localhost) is reached with its own variables;
-        any other name as itself. Its run lock is taken like any host's."""
+        any other name as itself. Its run lock is taken like any host's (a bad
+        rigger_run_lock_wait_s raises TaskFailed naming the host)."""
         with self._delegate_guard:
             try:
                 host_vars = self._connection_vars(name)
@@ -648,11 +657,10 @@ class Runner:
             if name not in self._connections:
                 self._connections[name] = open_connection(name, host_vars)
             conn = self._connections[name]
-        if not self.options.check_mode and to_bool(host_vars.get("rigger_run_lock", True)):
-            wait_s = self._lock_wait_s(host_vars)
-            warning = self._locks.take(name, host_vars, conn, self.owner, 0 if isinstance(wait_s, str) else wait_s)
-            if warning:
-                self.emit(Notice("warning", warning, name))
+        try:
+            self._take_lock(name, host_vars, conn, lambda _: None)
+        except TaskFailed as exc:
+            raise TaskFailed(f"{name}: {exc.msg}") from None
         return conn
 
     def _delegates_facts(self, task: Task) -> bool:
