@@ -118,7 +118,9 @@ class Runner:
         self._play_ended = False
         self._delegated_to: dict[str, str] = {}
         self._delegate_guard = threading.Lock()
-        self._left_out: set[str] = set()  # failed or unreachable: later plays skip them
+        # Ansible's removed hosts: failed (not rescued, not ignored; a failed run_once task fails
+        # its batch) or unreachable. Gone from ansible_play_hosts and from later plays.
+        self._down: set[str] = set()
 
     def emit(self, event: Event) -> None:
         with self._emit_lock:
@@ -248,7 +250,7 @@ class Runner:
         """Run one play; False when a failure limit says the playbook ends here."""
         self._play_now = play
         matched = self._select(play)
-        names = [name for name in matched if name not in self._left_out]
+        names = [name for name in matched if name not in self._down]
         self.emit(PlayStarted(play.name, tuple(matched), self.options.check_mode))
         if not names:
             if matched:
@@ -270,11 +272,10 @@ class Runner:
                 break
             # ansible_play_hosts_all is every host the play matched, failed ones included
             self._play_names, self._batch_names = matched, batch
-            batch_vars = {**play_vars, **magicvars.play_variables(matched, batch, self._down())}
+            batch_vars = {**play_vars, **magicvars.play_variables(matched, batch, self._down)}
             hosts = [self._host_run(name, batch_vars) for name in batch]
             self._hosts.update((h.name, h) for h in hosts)
             batch_ok = self._batch(play, hosts)
-            self._left_out.update(h.name for h in hosts if h.failed or h.unreachable)
             if not batch_ok:
                 for host in names[names.index(batch[-1]) + 1 :]:
                     self.stopped_at.setdefault(host, "not started: the play was stopped")
@@ -288,10 +289,6 @@ class Runner:
             conn=self.connection(name),
             data=self._data_of(name),
         )
-
-    def _down(self) -> set[str]:
-        """Hosts whose failure was not rescued (nor ignored), or that were unreachable."""
-        return {name for name, counts in self.stats.items() if counts["failed"] or counts["unreachable"]}
 
     def _templated_vars(self, name: str, play_vars: Mapping[str, Any]) -> dict[str, Any]:
         """Inventory, then magic, then play variables: all still templates, rendered on use."""
@@ -393,6 +390,8 @@ class Runner:
             host.failed = True
         if result.status == "unreachable":
             host.unreachable = True
+        if result.status in (Status.FAILED, Status.UNREACHABLE):
+            self._down.add(host.name)
 
     # ---- steps, blocks, tasks ------------------------------------------------------
     def _steps(self, steps: Iterable[Step], hosts: list[HostRun], play: Play, top: bool = True) -> bool:
@@ -423,6 +422,7 @@ class Runner:
                 host.data.update(host.failure)
                 self.stats[host.name]["rescued"] += 1
                 self.stats[host.name]["failed"] -= 1
+                self._down.discard(host.name)
             for host in rescuers:
                 host.failed = False
             self._steps(block.rescue, rescuers, play, top=False)
@@ -459,7 +459,7 @@ class Runner:
             hosts = [runs_on]
         self.emit(TaskStarted(task.display_name, task.module, str(task.location), handler))
         self._in_flight = {h.name: task.display_name for h in hosts}
-        play_magic = magicvars.play_variables(self._play_names, self._batch_names, self._down())
+        play_magic = magicvars.play_variables(self._play_names, self._batch_names, self._down)
         for host in hosts:
             host.inventory_vars.update(play_magic)
 
@@ -621,6 +621,7 @@ class Runner:
                 other.data.update(outcome.set_vars)
             if failed:
                 other.failed = True
+                self._down.add(other.name)
                 other.last_task = task.display_name
 
     def _delegated_connection(
