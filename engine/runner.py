@@ -212,7 +212,7 @@ class Runner:
                 if self._interrupted.is_set():
                     break
                 if not self._play(play, playbook):
-                    break  # any_errors_fatal or max_fail_percentage ends the playbook, as in Ansible
+                    break
         except KeyboardInterrupt:
             self._interrupted.set()
             self.close()
@@ -279,7 +279,7 @@ class Runner:
             if not batch_ok:
                 for host in names[names.index(batch[-1]) + 1 :]:
                     self.stopped_at.setdefault(host, "not started: the play was stopped")
-                return not (play.any_errors_fatal or play.max_fail_percentage is not None)
+                return False  # as in Ansible: a failure limit, or a batch with no host left, ends the playbook
         return True
 
     def _host_run(self, name: str, play_vars: Mapping[str, Any]) -> HostRun:

@@ -267,6 +267,27 @@ def test_a_failed_run_once_task_takes_every_host_of_the_batch_out_of_ansible_pla
     assert shown and set(shown) == {"always []"}, shown
 
 
+def test_a_play_whose_every_host_failed_ends_the_playbook(tmp_path):
+    """Every host of play 1's batch fails: ansible-core 2.19.14 runs no later play (its
+    recap has h1 failed=1 and no h2); rigger ran play 2 on h2."""
+    (tmp_path / "hosts").write_text("h1\nh2\n")
+    (tmp_path / "p.yml").write_text(
+        """
+- hosts: h1
+  gather_facts: false
+  tasks:
+    - command: /bin/false
+- hosts: h2
+  gather_facts: false
+  tasks:
+    - debug: msg=second
+"""
+    )
+    run = _run(tmp_path / "p.yml", tmp_path / "hosts")
+    assert run.rc == 2, run.stdout + run.stderr
+    assert [r["host"] for r in run.results()] == ["h1"], run.stdout
+
+
 RESCUE_PLAY = """
 - hosts: all
   gather_facts: false
