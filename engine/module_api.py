@@ -53,6 +53,7 @@ __all__ = [
     "evaluate",
     "keypath_diff",
     "render",
+    "render_text",
     "same_value",
     "to_bool",
 ]
@@ -147,7 +148,8 @@ class TaskContext:
         """Another inventory host, for a module that acts on a group as one (run with
         ``run_once``): reached with that host's own variables and run lock, as
         ``delegate_to`` reaches it, with this task's scope (become, environment, and
-        refusing writes while planning). An unreachable peer raises ``HostUnreachable``."""
+        refusing writes while planning). An unreachable peer raises ``HostUnreachable``; a
+        peer whose run lock cannot be taken fails the task."""
         if self.connect is None:
             raise TaskFailed(f"no connection to {host}: this task runs outside a play's inventory")
         return replace(self.conn, inner=self.connect(host))
@@ -162,6 +164,13 @@ def render(value: Any, variables: Mapping[str, Any]) -> Any:
     from engine import templating
 
     return templating.render(value, variables)
+
+
+def render_text(source: str, variables: Mapping[str, Any]) -> str:
+    """A whole template file rendered to text: never a native value, trailing newline kept."""
+    from engine import templating
+
+    return templating.render_text(source, variables)
 
 
 def evaluate(expression: Any, variables: Mapping[str, Any]) -> Any:

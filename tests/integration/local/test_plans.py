@@ -10,15 +10,11 @@ the venv is a wheel built here (only its version matters: serve_vllm's plan read
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
 import textwrap
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +22,7 @@ from typing import Any
 import fakenvml
 import pytest
 from gpudecoys import gpu_holder_argv, wait_holding
+from wheels import fake_wheel, pip_install
 
 REPO = Path(__file__).resolve().parents[3]
 FIXTURE = REPO / "tests" / "fixtures" / "kimi-k2.5-nvfp4"
@@ -258,39 +255,10 @@ def test_a_process_started_since_the_plan_is_never_signalled(
     assert alive(first) and alive(second), "nothing outside the reviewed plan is signalled, nor inside it"
 
 
-def fake_vllm_wheel(out: Path, version: str) -> Path:
-    """A wheel of a distribution named vllm (an empty package): pip installs it for real."""
-    files = {
-        "vllm/__init__.py": b"",
-        f"vllm-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n".encode(),
-        f"vllm-{version}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: rigger-tests\nRoot-Is-Purelib: true\n"
-        b"Tag: py3-none-any\n",
-    }
-    record = "".join(
-        f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}\n"
-        for name, data in files.items()
-    )
-    files[f"vllm-{version}.dist-info/RECORD"] = (record + f"vllm-{version}.dist-info/RECORD,,\n").encode()
-    wheel = out / f"vllm-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for name, data in files.items():
-            archive.writestr(name, data)
-    return wheel
-
-
-def pip_install(venv: Path, wheel: Path) -> None:
-    subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)],
-        check=True,
-        capture_output=True,
-        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-    )
-
-
 def test_a_package_upgraded_since_the_plan_stops_the_host(rigger: Any, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
-    pip_install(venv, fake_vllm_wheel(tmp_path, "0.0.1"))
+    pip_install(venv, fake_wheel(tmp_path, "vllm", "0.0.1"))
     model = tmp_path / "model"
     shutil.copytree(FIXTURE, model)
     state = tmp_path / "state"
@@ -313,7 +281,7 @@ def test_a_package_upgraded_since_the_plan_stops_the_host(rigger: Any, tmp_path:
     assert planned.rc == 0, planned.stdout + planned.stderr
     result = planned.results("vLLM serves")[0]
     assert result["fingerprint"]["package:vllm"] == "0.0.1", "--output jsonl carries the plan events"
-    pip_install(venv, fake_vllm_wheel(tmp_path, "0.0.2"))
+    pip_install(venv, fake_wheel(tmp_path, "vllm", "0.0.2"))
 
     done = apply(rigger, tmp_path / "plan.json")
     assert done.rc == 2, done.stdout + done.stderr
