@@ -278,10 +278,11 @@ def _stop_nodes(
     left: list[str] = []
     term_s = float(args["stop_timeout_s"])
     for status in sorted(statuses, key=lambda s: s.spec.is_head):
-        if not status.running:
+        conn = conns[status.spec.name]
+        if not status.running:  # died on its own: only its socket files are left
+            left += ray_actions.remove_sockets(conn, status)
             continue
         progress(f"stopping the Ray node on {status.spec.name}")
-        conn = conns[status.spec.name]
         done.append(ray_actions.stop_node(conn, args["python"], status, term_s))
         deadline = time.monotonic() + term_s
         left += ray_actions.verify_stopped(conn, args["python"], status, int(args["port"]), deadline)
