@@ -128,6 +128,14 @@ SCHEMA: dict[str, Any] = {
             },
             "description": "Node name -> more environment for that node only.",
         },
+        "auth_token_path": {
+            "type": ["string", "null"],
+            "default": None,
+            "description": "A file holding the cluster's token, on every node (Ray's token "
+            "authentication: RAY_AUTH_MODE=token, RAY_AUTH_TOKEN_PATH); rigger's own queries use it "
+            "too. Default: authentication off on every node (RAY_AUTH_MODE=disabled), never left "
+            "to a ~/.ray/auth_token one node happens to have.",
+        },
         "state": {
             "type": "string",
             "enum": ["started", "stopped"],

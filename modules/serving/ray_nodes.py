@@ -48,6 +48,7 @@ class ClusterSpec:
     workers: tuple[NodeSpec, ...]
     gcs_address: str
     temp_dir: str
+    auth_token_path: str | None = None
 
     @property
     def nodes(self) -> tuple[NodeSpec, ...]:
@@ -122,8 +123,17 @@ def start_argv(args: Mapping[str, Any], ip: str, head_address: str | None, temp_
     return tuple(argv + [str(item) for item in args["extra_args"]])
 
 
+def auth_env(token_path: str | None) -> dict[str, str]:
+    """Ray's token authentication, the same on every node. Explicit either way: since Ray
+    2.5x a ``ray start`` finding ``~/.ray/auth_token`` (left by any local ``ray.init``)
+    switches it on for that node alone, and nodes that disagree cannot talk."""
+    if token_path is None:
+        return {"RAY_AUTH_MODE": "disabled"}
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": token_path}
+
+
 def node_env(ctx: TaskContext, args: Mapping[str, Any], name: str, ip: str) -> dict[str, str]:
-    env = {"VLLM_HOST_IP": ip}
+    env = {"VLLM_HOST_IP": ip, **auth_env(args["auth_token_path"])}
     interface = node_interface(ctx, args, name)
     if interface:
         env.update({"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface})
@@ -158,7 +168,7 @@ def cluster_spec(ctx: TaskContext, args: Mapping[str, Any]) -> ClusterSpec:
     gcs_address = _host_port(head.ip, int(args["port"]))
     workers = tuple(_node(ctx, args, name, gcs_address, temp_dir) for name in names[1:])
     _check_distinct_addresses((head, *workers))
-    return ClusterSpec(args["name"], head, workers, gcs_address, temp_dir)
+    return ClusterSpec(args["name"], head, workers, gcs_address, temp_dir, args["auth_token_path"])
 
 
 def _check_overrides(args: Mapping[str, Any], names: Sequence[str]) -> None:

@@ -1,7 +1,8 @@
 """Read-only: the Ray cluster as its GCS sees it, asked from the head under Ray's python.
 
 Uses Ray's GCS client directly (what ``ray status`` uses): no driver joins the cluster and
-no dashboard is needed. Args: ``gcs_address`` (HOST:PORT), ``timeout_s``.
+no dashboard is needed. Args: ``gcs_address`` (HOST:PORT), ``timeout_s``,
+``auth_token_path`` (the cluster's token file when it uses Ray's token authentication).
 Answer: ``reachable`` (something accepts connections on the address), ``failure`` (why
 there is no answer) and ``nodes`` [{"node_id", "address", "name", "alive", "is_head", "resources"}].
 """
@@ -9,6 +10,7 @@ there is no answer) and ``nodes`` [{"node_id", "address", "name", "alive", "is_h
 from __future__ import annotations
 
 import importlib
+import os
 import socket
 from typing import Any
 
@@ -38,6 +40,11 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     unreachable = _reachable(args["gcs_address"], min(timeout_s, 3.0))
     if unreachable:
         return {"reachable": False, "failure": unreachable, "nodes": []}
+    # before Ray is imported: it reads its authentication settings once
+    if args.get("auth_token_path"):
+        os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(args["auth_token_path"])})
+    else:
+        os.environ["RAY_AUTH_MODE"] = "disabled"
     raylet = importlib.import_module("ray._raylet")
     gcs_pb2 = importlib.import_module("ray.core.generated.gcs_pb2")
     client = raylet.GcsClient(address=args["gcs_address"])

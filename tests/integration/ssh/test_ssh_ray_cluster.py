@@ -42,6 +42,7 @@ class Cluster:
 
     def __init__(self, lab: Lab, work: Path) -> None:
         self.name = "t" + uuid.uuid4().hex[:8]
+        self.token_path: Path | None = None
         self.port = _free_port()
         self.side_ports = (_free_port(), _free_port())  # Ray client server, dashboard
         self.state_dir = work / "state"
@@ -55,7 +56,8 @@ class Cluster:
             f"    ansible_ssh_private_key_file: {lab.client_key}\n"
             f"    known_hosts_file: {lab.known_hosts}\n"
             "    ssh_connect_timeout_s: 5\n"
-            "  hosts:\n" + "".join(f"    {name}: {{ansible_host: {ip}}}\n" for name, ip in NODES.items())
+            "  hosts:\n"
+            + "".join(f"    {name}: {{ansible_host: {ip}, rigger_node_interface: lo}}\n" for name, ip in NODES.items())
         )
         self.work = work
 
@@ -80,6 +82,7 @@ class Cluster:
         state_dir: {self.state_dir}
         extra_args: [--ray-client-server-port, "{self.side_ports[0]}", --dashboard-port, "{self.side_ports[1]}"]
         wait_timeout_s: 240
+        auth_token_path: {json.dumps(str(self.token_path) if self.token_path else None)}
         state: {state}
 """
         )
@@ -110,6 +113,11 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def environ(pid: int) -> dict[str, str]:
+    entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(e.decode(errors="replace").split("=", 1) for e in entries if b"=" in e)
+
+
 def ray_processes(marker: str) -> list[int]:
     """Live processes whose command line names this cluster's temp dir or GCS address."""
     found = []
@@ -119,19 +127,21 @@ def ray_processes(marker: str) -> list[int]:
     return found
 
 
-def ray_status(port: int) -> str:
+def ray_status(port: int, token_path: Path | None) -> str:
     """Ray's own view, asked with Ray's own CLI (independent of rigger's probes)."""
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token_path)} if token_path else {}
     out = subprocess.run(
         [str(RAY_PYTHON), "-m", "ray.scripts.scripts", "status", "--address", f"127.0.0.2:{port}"],
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "RAY_AUTH_MODE": "disabled", **auth},
     )
     return out.stdout + out.stderr
 
 
-def active_nodes(port: int) -> int:
-    text = ray_status(port)
+def active_nodes(port: int, token_path: Path | None = None) -> int:
+    text = ray_status(port, token_path)
     active = text.split("Active:", 1)[1].split("Pending:", 1)[0] if "Active:" in text else ""
     return sum(1 for line in active.splitlines() if "node_" in line)
 
@@ -189,6 +199,13 @@ def test_ray_cluster_lifecycle(cluster: Cluster) -> None:
     assert changed_hosts(up) == {"node-a": 1, "node-b": 0}, up.recap  # run_once: the head reports
     assert active_nodes(cluster.port) == 2
     print(f"ray_cluster bring-up of 2 nodes: {bring_up_s:.1f}s")
+    for node, ip in NODES.items():  # what vLLM on this node's Ray workers will inherit
+        env = environ(int(cluster.record(node)["raylet"]["pid"]))  # type: ignore[index]
+        assert (env.get("VLLM_HOST_IP"), env.get("GLOO_SOCKET_IFNAME"), env.get("NCCL_SOCKET_IFNAME")) == (
+            ip,
+            "lo",
+            "lo",
+        )
 
     again = cluster.run()
     assert again.rc == 0, again.stdout + again.stderr
@@ -228,6 +245,10 @@ def test_ray_cluster_lifecycle(cluster: Cluster) -> None:
     down = cluster.run("stopped")
     assert down.rc == 0, down.stdout + down.stderr
     assert changed_hosts(down) == {"node-a": 1, "node-b": 0}
+    # node-b shares this machine with the head: `ray stop --force` would stop the head too
+    stopped_msg = down.results("ray cluster")[0]["msg"]
+    assert "signalled its processes" in stopped_msg.split("node-b: ", 1)[1].split(";", 1)[0], stopped_msg
+    print(f"stopped: {stopped_msg}")
     assert ray_processes(cluster.temp_dir) == []
     assert not listening(cluster.port)
     sockets = list(Path(cluster.temp_dir).glob("session_*/sockets/*"))
@@ -236,3 +257,20 @@ def test_ray_cluster_lifecycle(cluster: Cluster) -> None:
     down_again = cluster.run("stopped")
     assert down_again.rc == 0, down_again.stdout + down_again.stderr
     assert changed_hosts(down_again) == {"node-a": 0, "node-b": 0}
+
+
+def test_token_authenticated_cluster(cluster: Cluster, tmp_path: Path) -> None:
+    """auth_token_path: every node and rigger's own queries use Ray's token authentication."""
+    cluster.token_path = tmp_path / "ray_auth_token"
+    cluster.token_path.write_text(uuid.uuid4().hex + uuid.uuid4().hex)
+    cluster.token_path.chmod(0o600)
+    up = cluster.run()
+    assert up.rc == 0, up.stdout + up.stderr
+    assert active_nodes(cluster.port, cluster.token_path) == 2
+    env = environ(int(cluster.record("node-b")["raylet"]["pid"]))  # type: ignore[index]
+    assert (env.get("RAY_AUTH_MODE"), env.get("RAY_AUTH_TOKEN_PATH")) == ("token", str(cluster.token_path))
+    again = cluster.run()
+    assert changed_hosts(again) == {"node-a": 0, "node-b": 0}, again.results("ray cluster")
+    down = cluster.run("stopped")
+    assert down.rc == 0, down.stdout + down.stderr
+    assert ray_processes(cluster.temp_dir) == []
