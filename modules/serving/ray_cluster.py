@@ -5,8 +5,11 @@ host is the head (or `head`), the play's hosts are the nodes (or `nodes`); rigge
 the others as `delegate_to` does. Each node's address is its `rigger_node_ip` (else its
 `ansible_host`; `addresses` overrides), and must be an IP address; its interface
 `rigger_node_interface` (`interfaces` overrides) becomes `GLOO_SOCKET_IFNAME` and
-`NCCL_SOCKET_IFNAME`, and `VLLM_HOST_IP` is the node's address, so vLLM on Ray uses the
-address Ray registered.
+`NCCL_SOCKET_IFNAME`, and `VLLM_HOST_IP` is the node's address. Ray registers a node
+under another address when it thinks better of it (127.0.0.1 becomes the host's routable
+address): the task then warns. Ray's token authentication is the same on every node:
+`auth_token_path`, else off (`RAY_AUTH_MODE=disabled`), never left to whichever node has
+a `~/.ray/auth_token`.
 
 `started`: every node runs `ray start --block` (head first, then the workers, each in its
 own session with its log and a state file on the node), then rigger waits until the
@@ -259,6 +262,7 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
             f"Ray cluster {cluster.name}: {len(statuses)} nodes alive at {cluster.gcs_address} "
             f"({view.total('CPU'):g} CPU, {view.total('GPU'):g} GPU)",
             _data(cluster, _records(statuses), view),
+            warnings=_address_warnings(cluster, _records(statuses)),
         )
     starting = _to_start(cluster, problems)
     why = "; ".join(f"{name}: {problems.get(name, 'restarts with its head')}" for name in starting)
@@ -275,6 +279,17 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         ),
         payload={"start": starting},
         fingerprint=_fingerprint(statuses),
+    )
+
+
+def _address_warnings(cluster: ClusterSpec, records: Mapping[str, Mapping[str, Any]]) -> tuple[str, ...]:
+    """A node Ray registered under another address than the one it was given (and that
+    VLLM_HOST_IP names)."""
+    return tuple(
+        f"{node.name}: Ray registered the node as {records[node.name]['registered_address']}, not {node.ip} "
+        f"(VLLM_HOST_IP={node.ip}); set rigger_node_ip to the address the other nodes reach it on"
+        for node in cluster.nodes
+        if records[node.name].get("registered_address") not in (None, node.ip)
     )
 
 
@@ -376,4 +391,5 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
         f"({view.total('CPU'):g} CPU, {view.total('GPU'):g} GPU) in {elapsed:.0f}s",
         diffs=change.diffs,
         data={**_data(cluster, records, view), "started_s": round(elapsed, 1)},
+        warnings=_address_warnings(cluster, records),
     )
