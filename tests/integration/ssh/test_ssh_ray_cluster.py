@@ -140,10 +140,17 @@ def ray_status(port: int, token_path: Path | None) -> str:
     return out.stdout + out.stderr
 
 
-def active_nodes(port: int, token_path: Path | None = None) -> int:
-    text = ray_status(port, token_path)
-    active = text.split("Active:", 1)[1].split("Pending:", 1)[0] if "Active:" in text else ""
-    return sum(1 for line in active.splitlines() if "node_" in line)
+def active_nodes(port: int, token_path: Path | None = None, want: int = 2) -> int:
+    """Active nodes in `ray status`, read until it shows ``want`` (or 90 s pass): it is the
+    autoscaler's view, which follows the GCS (what rigger waits on) a few seconds later."""
+    deadline = time.monotonic() + 90
+    while True:
+        text = ray_status(port, token_path)
+        active = text.split("Active:", 1)[1].split("Pending:", 1)[0] if "Active:" in text else ""
+        count = sum(1 for line in active.splitlines() if "node_" in line)
+        if count == want or time.monotonic() >= deadline:
+            return count
+        time.sleep(2)
 
 
 def listening(port: int) -> bool:
