@@ -160,12 +160,18 @@ def _verdict(
     return None
 
 
+# Another process the server depends on (a worker rank on another node): called each poll,
+# it answers (what happened, the line that explains it) once that process is gone.
+Watch = Callable[[], tuple[str, str | None] | None]
+
+
 def wait_ready(
     conn: ScopedConnection,
     target: WaitTarget,
     progress: Callable[[str], None],
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    watch: Watch | None = None,
 ) -> Readiness:
     seen = _Seen(LogFollower([]), [])
     offset, stage = 0, "none"
@@ -179,6 +185,9 @@ def wait_ready(
         verdict = _verdict(conn, target, answer, seen, new_lines, elapsed)
         if verdict is not None:
             return verdict
+        elsewhere = watch() if watch is not None else None
+        if elsewhere is not None:
+            return _died(seen, elapsed, *elsewhere)
         if elapsed >= target.timeout_s:
             doing = f"{STAGE_NAMES[stage]}: {answer['detail']}"
             return _failed(seen, elapsed, f"not ready after {target.timeout_s:g}s ({doing})", None)
