@@ -144,10 +144,12 @@ SCHEMA: dict[str, Any] = {
         },
         "state": {
             "type": "string",
-            "enum": ["started", "stopped", "restarted"],
+            "enum": ["started", "stopped", "restarted", "inspected"],
             "default": "started",
             "description": "`started`: the whole group serves with this spec; `stopped`: no rank runs; "
-            "`restarted`: tear down and start again now.",
+            "`restarted`: tear down and start again now; `inspected`: change nothing, only report "
+            "(`data.healthy`: every rank alive with this spec and the head serving; `data.problems`) "
+            "so a play can skip its GPU clean-up while the group is healthy.",
         },
     },
 }
@@ -266,6 +268,10 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     group = build_group(ctx, args, layout)
     wanted = group.group_hash()
     found = dict((node.name, why) for node, why in group_status.problems(states, wanted, layout))
+    if args["state"] == "inspected":
+        problems = [f"{node.label}: {why}" for node, why in group_status.problems(states, wanted, layout)]
+        data = {**_data(args, layout, wanted, states), "healthy": not found, "problems": problems}
+        return Unchanged("; ".join(problems) or f"every rank alive, same spec ({wanted[:12]})", data)
     if not found and args["state"] == "started":
         return Unchanged(
             f"vLLM group of {len(layout.nodes)} nodes serving on {base_url(args)}, every rank alive, "

@@ -127,9 +127,7 @@ def test_served_name_defaults_to_model() -> None:
 
 
 def test_argv_lines_put_each_flag_with_its_value() -> None:
-    lines = argv_lines(
-        ["vllm", "serve", "/m", "--port", "1", "--trust-remote-code", "--served-model-name", "a", "b"]
-    )
+    lines = argv_lines(["vllm", "serve", "/m", "--port", "1", "--trust-remote-code", "--served-model-name", "a", "b"])
     assert lines == ["vllm", "serve", "/m", "--port 1", "--trust-remote-code",
                      "--served-model-name a b"]  # fmt: skip
 
