@@ -7,7 +7,8 @@ not trusted: vLLM's API answers `/health` 200 for minutes after a worker rank di
 (vLLM #16259), so each rank's recorded process is checked by pid and start time and each
 node must still have all its `VLLM::Worker` processes (mp backend); with `ray`, the Ray
 cluster must still show every node. Then a completion must come back from the head.
-Fails naming every rank that is down and what the completion answered.
+Fails naming every rank that is down (without waiting on a completion: with a pipeline
+stage gone a request hangs until its timeout) or what the completion answered.
 
 Check mode skips it: the group it would check is the one the play's earlier tasks would
 have started, which check mode did not do.
@@ -85,7 +86,9 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     ray = group_status.ray_problem(ctx, args, layout)
     if ray:
         down.append(ray)
-    ok, said = _completion(ctx, args, connection(ctx, layout.head))
+    # with a rank down, a request can hang until its timeout (the pipeline waits for the dead
+    # stage): the processes already tell, so no completion is tried
+    ok, said = (False, "no completion tried") if down else _completion(ctx, args, connection(ctx, layout.head))
     data = {
         "url": base_url(args),
         "ranks": [{"node": s.node.name, "rank": s.node.rank, "pid": s.record.get("pid"), "workers": list(s.workers)}

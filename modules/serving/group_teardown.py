@@ -5,7 +5,7 @@ headless rank does not notice the head leaving (it stays up; SIGTERM then takes 
 on the CPU build), while stopping a worker rank first makes the head fail requests.
 Each node is then verified: no process of the recorded session left (the session is
 proven ours by pid + start time; nothing else is signalled), the shared-memory segments
-vLLM/torch created since the group's launch and nobody maps any more removed (the GPU
+the group's processes mapped before the stop and nobody maps any more removed (the GPU
 room's ``shm`` / ``shm_clean`` probes, by device + inode + ctime), and, where the node
 has GPUs, their memory back to what it was before the launch.
 """
@@ -46,16 +46,25 @@ def _shm_args() -> dict[str, Any]:
     return {"path": SHM_DIR, "patterns": list(SHM_PATTERNS), "min_age_s": 0.0, "owners": []}
 
 
-def clean_shm(conn: ScopedConnection, launched_at: float | None) -> list[str]:
-    """Remove the segments created since the launch that no live process uses."""
-    if launched_at is None:
+def mapped_segments(conn: ScopedConnection, pids: Sequence[int]) -> list[dict[str, Any]]:
+    """The /dev/shm segments these processes map now: proven ours by who maps them, so
+    they can be removed after the processes are gone (only if then unused and unchanged)."""
+    if not pids:
         return []
     seen = conn.run_probe("shm", _shm_args())
-    ours = [e for e in seen["entries"] if e["candidate"] and int(e["ctime_ns"]) >= int((launched_at - 1) * 1e9)]
-    if not ours:
+    ours = set(pids)
+    return [
+        {"name": e["name"], "dev": e["dev"], "ino": e["ino"], "ctime_ns": e["ctime_ns"]}
+        for e in seen["entries"]
+        if ours & set(e["in_use_by"])
+    ]
+
+
+def clean_shm(conn: ScopedConnection, segments: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Remove those of ``segments`` that no live process uses any more."""
+    if not segments:
         return []
-    names = [{"name": e["name"], "dev": e["dev"], "ino": e["ino"], "ctime_ns": e["ctime_ns"]} for e in ours]
-    done = conn.run_probe("shm_clean", {**_shm_args(), "names": names})
+    done = conn.run_probe("shm_clean", {**_shm_args(), "names": [dict(s) for s in segments]})
     return [str(r["name"]) for r in done["removed"]]
 
 
@@ -81,12 +90,15 @@ def wait_gpu_baseline(conn: ScopedConnection, baseline: Mapping[str, int] | None
         time.sleep(POLL_S)
 
 
-def verify_gone(ctx: TaskContext, states: Sequence[RankState], timeout_s: float) -> list[str]:
-    """After stop_ranks: per node, shm segments of ours removed and GPU memory back."""
+def verify_gone(
+    ctx: TaskContext, states: Sequence[RankState], segments: Mapping[str, Sequence[Mapping[str, Any]]], timeout_s: float
+) -> list[str]:
+    """After stop_ranks: per node, the shm segments its ranks mapped removed (``segments``,
+    from ``mapped_segments`` before the stop) and GPU memory back to its launch level."""
     notes = []
     for state in states:
         conn = connection(ctx, state.node)
-        removed = clean_shm(conn, state.record.get("launched_at"))
+        removed = clean_shm(conn, segments.get(state.node.name, ()))
         if removed:
             notes.append(f"{state.node.name}: removed {len(removed)} leaked /dev/shm segment(s): {', '.join(removed)}")
         wait_gpu_baseline(conn, state.record.get("gpu_used_mib"), timeout_s)

@@ -25,8 +25,8 @@ quoting the fatal line of its log, and what was started is stopped again.
 Before anything is stopped: the model is present on every node and identical (config
 files and ensure_model's manifest compared across nodes), the API port and the master
 port are not held by a process rigger did not start. `stopped` ends every rank's session
-(by recorded identity only), removes the /dev/shm segments the group leaked and waits for
-GPU memory to return to its level before the launch.
+(by recorded identity only), removes the /dev/shm segments the group's processes had mapped
+if they outlived them, and waits for GPU memory to return to its level before the launch.
 
 A python `launcher` (the vLLM CPU build, whose `vllm` script does not run) runs `vllm
 serve`'s own entry point with `python -c` (see modules/serving/spec.py SERVE_CODE).
@@ -322,13 +322,16 @@ def _data(args: Mapping[str, Any], layout: Layout, group_hash: str, states: Sequ
 
 def _stop(ctx: TaskContext, args: Mapping[str, Any], layout: Layout, states: Sequence[RankState]) -> list[str]:
     term_s = float(args["stop_timeout_s"])
+    segments = {
+        s.node.name: group_teardown.mapped_segments(connection(ctx, s.node), s.server.session_pids) for s in states
+    }
     lines = group_teardown.stop_ranks(ctx, states, term_s)
     for port in _ports(args, layout):
         sessions.ensure_port_free(connection(ctx, layout.head), port, term_s)
     left = [s.describe() for s in _read(ctx, args, layout) if s.server.session]
     if left:
         raise TaskFailed("serve_vllm_group: processes of the group are still running: " + "; ".join(left))
-    return lines + group_teardown.verify_gone(ctx, states, term_s)
+    return lines + group_teardown.verify_gone(ctx, states, segments, term_s)
 
 
 def _launch(ctx: TaskContext, args: Mapping[str, Any], group: GroupSpec, node: Node) -> Mapping[str, Any]:

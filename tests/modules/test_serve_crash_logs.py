@@ -141,3 +141,21 @@ def test_check_serving_quotes_the_crash_from_the_servers_log(tmp_path: Path) -> 
     with pytest.raises(TaskFailed) as plain:
         run_check_serving({"port": port, "model": "tiny", "requests": 2})
     assert "died" not in plain.value.msg and "2 errors" in plain.value.msg
+
+
+def test_a_watched_rank_dying_ends_the_wait_with_its_line(tmp_path: Path) -> None:
+    """serve_vllm_group's watch: the head is alive and still starting, another node's rank
+    exited; the wait stops at once (not at the timeout) and quotes that rank's line."""
+    startup, _ = split_at(WORKER_DIED_LOG, "INFO:     127.0.0.1")
+    log = tmp_path / "vllm.log"
+    log.write_text(startup)
+    seen = iter([None, ("rank 1 on node1 exited (log /x/tiny@node1.log)", "RuntimeError: gloo connect failed")])
+    ticks = iter(float(i) for i in range(10_000))
+    target = WaitTarget(1, 1, str(log), "http://127.0.0.1:8000", "tiny", None, 600)
+    conn = ReplayConnection([answer(startup, "none"), answer("", "none"), answer("", "none")], log)
+    ready = wait_ready(
+        conn, target, lambda _: None, clock=lambda: next(ticks), sleep=lambda _: None, watch=lambda: next(seen)
+    )
+    assert not ready.ready and ready.elapsed_s < 600
+    assert ready.reason == "rank 1 on node1 exited (log /x/tiny@node1.log): RuntimeError: gloo connect failed"
+    assert ready.fatal_line == "RuntimeError: gloo connect failed"
