@@ -27,6 +27,7 @@ from engine.module_api import ScopedConnection, TaskContext, TaskFailed
 from modules.serving.spec import LaunchSpec, build_argv, config_digests, public_env, secret_env, serve_prefix
 
 WORKER_TITLE = "VLLM::Worker"
+DEFAULT_RAY_PORT = 6379
 
 
 @dataclass(frozen=True)
@@ -150,14 +151,22 @@ def node_env(args: Mapping[str, Any], node: Node) -> dict[str, str]:
     return env
 
 
+def ray_address(args: Mapping[str, Any], layout: Layout) -> str:
+    """The Ray cluster's GCS address: the task's ``ray_address``, else the head's port 6379."""
+    return str(args["ray_address"] or f"{layout.head.address}:{DEFAULT_RAY_PORT}")
+
+
 def rank_spec(args: Mapping[str, Any], layout: Layout, node: Node, files: Mapping[str, bytes | None]) -> LaunchSpec:
     """What ``node`` runs: the head serves the API; the other ranks bind nothing."""
     rank_args = args if node.rank == 0 else {**args, "host": None, "port": None}
     prefix = serve_prefix(str(args["launcher"]), str(args["model"]))
     argv = build_argv(rank_args, prefix) + tuple(group_flags(layout, node))
+    env = node_env(args, node)
+    if layout.backend == "ray":  # else ray.init() in vLLM may start a private local cluster
+        env["RAY_ADDRESS"] = ray_address(args, layout)
     return LaunchSpec(
         argv=argv,
-        env=node_env(args, node),
+        env=env,
         secret_env=secret_env(args["api_key_env"], os.environ) if node.rank == 0 else {},
         config_digests=config_digests(files),
     )

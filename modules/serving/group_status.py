@@ -17,11 +17,10 @@ from typing import Any
 
 from engine.module_api import ScopedConnection, TaskContext
 from modules.serving import session as sessions
-from modules.serving.group import Layout, Node, connection, worker_pids
+from modules.serving.group import Layout, Node, connection, ray_address, worker_pids
 from modules.serving.packages import launcher_python
 
 ANY_ADDRESS = ("0.0.0.0", "::", "")
-DEFAULT_RAY_PORT = 6379
 
 
 @dataclass(frozen=True)
@@ -139,7 +138,7 @@ def api_key(args: Mapping[str, Any]) -> str | None:
 def ray_problem(ctx: TaskContext, args: Mapping[str, Any], layout: Layout) -> str | None:
     if layout.backend != "ray":
         return None
-    address = args["ray_address"] or f"{layout.head.address}:{DEFAULT_RAY_PORT}"
+    address = ray_address(args, layout)
     count, why = ray_nodes(connection(ctx, layout.head), str(args["launcher"]), address)
     if count is None:
         return f"no Ray cluster answers at {address} ({why}); start it first (the ray_cluster module)"
