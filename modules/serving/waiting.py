@@ -24,6 +24,7 @@ from modules.serving.readiness import (
     hint_for,
     last_error_line,
     phase_of,
+    root_cause,
     tail,
 )
 
@@ -123,6 +124,9 @@ def _died(seen: _Seen, elapsed: float, what: str, line: str | None) -> Readiness
         reason = f"was healthy at {seen.healthy_at:g}s (/health answered 200), then died: {line or what}"
     else:
         reason = f"{what}: {line}" if line else what
+    cause = root_cause(line, seen.follower.all_lines())
+    if cause:
+        reason += f"\ncause: {cause}"
     return _failed(seen, elapsed, reason, line, died=True)
 
 

