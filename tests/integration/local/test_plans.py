@@ -1,6 +1,7 @@
 """Saved plans on the local connection: `rigger plan`, `rigger show`, `rigger apply`.
 
-Real: the rigger CLI in a subprocess, every module's plan and apply, files, directories,
+Real: the rigger CLI (in the test process; a process of its own where a run must see the
+fake GPUs), every module's plan and apply, files, directories,
 processes (started here, really signalled), a pip venv whose package pip really upgrades,
 /proc. Not real: the GPUs (tests/fakes/fake_nvml lists the processes we register while
 they live). Segment cleaning needs a tmpfs, so it is planned in test_plan_review.py's
@@ -279,8 +280,10 @@ def fake_vllm_wheel(out: Path, version: str) -> Path:
 
 
 def pip_install(venv: Path, wheel: Path) -> None:
+    """pip installs into the venv (its own copy of pip would cost seconds to set up)."""
+    python = str(venv / "bin" / "python")
     subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)],
+        [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-index", "--no-deps", str(wheel)],
         check=True,
         capture_output=True,
         env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
@@ -289,7 +292,7 @@ def pip_install(venv: Path, wheel: Path) -> None:
 
 def test_a_package_upgraded_since_the_plan_stops_the_host(rigger: Any, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
     pip_install(venv, fake_vllm_wheel(tmp_path, "0.0.1"))
     model = tmp_path / "model"
     shutil.copytree(FIXTURE, model)
