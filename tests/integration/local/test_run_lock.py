@@ -1,5 +1,6 @@
 """Two real rigger runs against the same (local) host: the second fails at once, naming
-the holder; check mode takes no lock (it touches nothing). Real processes and flock."""
+the holder; check mode takes no lock (it touches nothing). Real flock; the first run is a
+process of its own, the second the CLI in the test process (another controller all the same)."""
 
 from __future__ import annotations
 
@@ -25,10 +26,13 @@ def _start(book: Path, *extra: str) -> subprocess.Popen[str]:
 
 
 def test_second_run_on_a_locked_host_fails_fast_naming_the_holder(tmp_path, rigger):
-    started = tmp_path / "started"
+    """The first run holds the lock until the test lets it finish: the second ran and
+    failed while the first still held it, so it did not wait (no clock involved)."""
+    started, release = tmp_path / "started", tmp_path / "release"
     slow = tmp_path / "slow.yml"
     slow.write_text(
-        f"- hosts: localhost\n  gather_facts: false\n  tasks:\n    - command: sh -c 'touch {started}; sleep 6'\n"
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        f"    - command: sh -c 'touch {started}; while [ ! -e {release} ]; do sleep 0.05; done'\n"
     )
     quick = tmp_path / "quick.yml"
     quick.write_text(f"- hosts: localhost\n  gather_facts: false\n  tasks:\n    - command: touch {tmp_path}/quick\n")
@@ -38,15 +42,16 @@ def test_second_run_on_a_locked_host_fails_fast_naming_the_holder(tmp_path, rigg
         while not started.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert started.exists(), first.stderr.read() if first.stderr else ""
-        t0 = time.monotonic()
-        second = rigger("run", str(quick), "--output", "jsonl")
-        assert time.monotonic() - t0 < 5
+        second = rigger("run", str(quick), "--output", "jsonl", timeout_s=60)
+        assert first.poll() is None, "the first run still holds the lock: the second did not wait for it"
         assert second.rc == 3, second.stdout + second.stderr
         result = second.results()[0]
         assert result["status"] == "unreachable" and f"pid {first.pid}" in result["msg"]
+        assert "waited" not in result["msg"], "without --lock-wait a run does not wait"
         assert not (tmp_path / "quick").exists()
         assert rigger("run", str(quick), "--check").rc == 0  # check mode takes no lock
     finally:
+        release.touch()
         first.wait(timeout=30)
     assert first.returncode == 0
     assert rigger("run", str(quick)).rc == 0  # released when the first run ended
