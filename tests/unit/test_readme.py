@@ -40,7 +40,7 @@ COVERED = {
     "curl -s localhost:8000/v1/completions -H 'Content-Type: application/json' "
     '-d \'{"model": "tiny", "prompt": "hello", "max_tokens": 16}\'': "tests/integration/vllm/test_readme_demo.py",
     "rigger run playbooks/demo_cpu.yml -e serve_state=stopped": "tests/integration/vllm/test_readme_demo.py",
-    'python -m pytest -m "not slow"': "tests/integration/test_readme_test_sh.py",
+    'python -m pytest -m "not slow" -n auto --dist loadfile': "tests/integration/test_readme_test_sh.py",
     "bash scripts/lint.sh": "tests/integration/test_readme_test_sh.py",
 }  # fmt: skip
 
