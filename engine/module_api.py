@@ -53,6 +53,7 @@ __all__ = [
     "evaluate",
     "keypath_diff",
     "render",
+    "render_text",
     "same_value",
     "to_bool",
 ]
@@ -163,6 +164,13 @@ def render(value: Any, variables: Mapping[str, Any]) -> Any:
     from engine import templating
 
     return templating.render(value, variables)
+
+
+def render_text(source: str, variables: Mapping[str, Any]) -> str:
+    """A whole template file rendered to text: never a native value, trailing newline kept."""
+    from engine import templating
+
+    return templating.render_text(source, variables)
 
 
 def evaluate(expression: Any, variables: Mapping[str, Any]) -> Any:

@@ -1,13 +1,15 @@
 """Copy a file or a directory tree from the controller, or literal content, to the host.
 
 Ansible's `copy`: `src` is looked up in the role's `files/`, then the playbook's `files/`,
-then the playbook directory. A directory `src` is copied recursively (with a trailing `/`
+then the playbook directory; with `remote_src` it is a path on the host (read through the
+connection, so best for configuration-sized files). A directory `src` is copied recursively (with a trailing `/`
 only its contents). Each file is written atomically; `validate` checks the new content
 before it replaces the old; `backup` keeps the old version.
 """
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from typing import Any
 from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
 from modules.files.filework import (
     CONTENT_PROPERTIES,
+    Content,
     apply_content,
     controller_file,
     host_facts,
@@ -33,7 +36,17 @@ SCHEMA = {
             "description": "Absolute path on the host; a directory (or a path "
             "ending in /) receives the source under its own name.",
         },
-        "src": {"type": "string", "description": "File or directory on the controller."},
+        "src": {
+            "type": "string",
+            "description": "File or directory on the controller (on the host with remote_src); with a "
+            "trailing / only a directory's contents are copied.",
+        },
+        "remote_src": {
+            "type": "boolean",
+            "default": False,
+            "description": "src is on the host: copied there, a replaced file taking the source's mode "
+            "(a directory's files always), as Ansible's copystat does.",
+        },
         "content": {"type": "string", "description": "Literal content to write instead of src."},
         "force": {
             "type": "boolean",
@@ -50,7 +63,7 @@ SCHEMA = {
 }
 
 
-def _tree(source: Path, dest: str) -> tuple[list[str], list[tuple[str, bytes]]]:
+def _tree(source: Path, dest: str) -> tuple[list[str], list[Content]]:
     root = dest.rstrip("/") if str(source).endswith("/") else f"{dest.rstrip('/')}/{source.name}"
     dirs = [root]
     files = []
@@ -59,23 +72,48 @@ def _tree(source: Path, dest: str) -> tuple[list[str], list[tuple[str, bytes]]]:
         if path.is_dir():
             dirs.append(target)
         else:
-            files.append((target, path.read_bytes()))
+            files.append(Content(target, path.read_bytes()))
     return dirs, files
 
 
-def _wanted(ctx: TaskContext, args: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, bytes]]]:
+def _into(ctx: TaskContext, dest: str, name: str) -> str:
+    """dest, or dest/name when dest is a directory (or ends with /)."""
+    facts = host_facts(ctx, [dest])["paths"][dest]
+    return f"{dest.rstrip('/')}/{name}" if dest.endswith("/") or facts.get("type") == "directory" else dest
+
+
+def _host_source(ctx: TaskContext, src: str, dest: str) -> tuple[list[str], list[Content]]:
+    """remote_src: a file or a directory tree on the host, read through the connection."""
+    answer = host_facts(ctx, [src], follow=True, listing=src.rstrip("/") or "/")
+    facts = answer["paths"][src]
+    if not facts.get("exists"):
+        raise TaskFailed(f"Source {src} not found")
+    if facts["type"] == "file":
+        data = ctx.conn.read_file(src) or b""
+        return [], [Content(_into(ctx, dest, posixpath.basename(src)), data, int(facts["mode"], 8))]
+    base = src.rstrip("/")
+    root = dest.rstrip("/") if src.endswith("/") else f"{dest.rstrip('/')}/{posixpath.basename(base)}"
+    listing = answer["listing"]
+    dirs = [root] + [f"{root}/{rel}" for rel in listing["dirs"]]
+    files = [
+        Content(f"{root}/{rel}", ctx.conn.read_file(f"{base}/{rel}") or b"", mode, for_new=True)
+        for rel, mode in listing["files"]
+    ]
+    return dirs, files
+
+
+def _wanted(ctx: TaskContext, args: Mapping[str, Any]) -> tuple[list[str], list[Content]]:
     dest = args["dest"]
     if "content" in args:
         if dest.endswith("/"):
             raise TaskFailed(f"dest {dest} is a directory; content needs a file path")
-        return [], [(dest, str(args["content"]).encode("utf-8"))]
+        return [], [Content(dest, str(args["content"]).encode("utf-8"))]
+    if args["remote_src"]:
+        return _host_source(ctx, args["src"], dest)
     source = controller_file(ctx, args["src"], "files")
     if source.is_dir():
         return _tree(Path(f"{source}/") if args["src"].endswith("/") else source, dest)
-    facts = host_facts(ctx, [dest])["paths"][dest]
-    if dest.endswith("/") or facts.get("type") == "directory":
-        dest = f"{dest.rstrip('/')}/{source.name}"
-    return [], [(dest, source.read_bytes())]
+    return [], [Content(_into(ctx, dest, source.name), source.read_bytes())]
 
 
 def _dir_ops(ctx: TaskContext, dirs: list[str], args: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -91,8 +129,8 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     dirs, files = _wanted(ctx, args)
     dir_ops = _dir_ops(ctx, dirs, args)
     changes = []
-    for dest, data in files:
-        change = plan_content(ctx, args, dest, data, "copy to")
+    for content in files:
+        change = plan_content(ctx, args, content, "copy to")
         if change is not None and (args["force"] or change.payload["previous"] is None):
             changes.append(change)
     if not changes and not dir_ops:

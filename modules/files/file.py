@@ -82,7 +82,7 @@ def _plan_directory(
 ) -> Change | None:
     if facts.get("exists") and facts["type"] != "directory":
         raise TaskFailed(f"{path} exists and is a {facts['type']}, not a directory")
-    diffs = [] if facts.get("exists") else [_state_diff(path, facts, f"directory{attrs.describe()}\n")]
+    diffs = [] if facts.get("exists") else [_state_diff(path, facts, f"directory{attrs.describe(directory=True)}\n")]
     diffs += attrs.diffs(path, facts)
     if args["recurse"] and tree:
         diffs.append(Diff(f"{path} (contents)", "\n".join(tree) + "\n", "owner/group/mode as asked\n"))

@@ -16,12 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from engine.module_api import Change, Diff, ProbeError, TaskContext, TaskFailed
+from modules.files.probes import file_mode
 
 ATTR_PROPERTIES: dict[str, Any] = {
     "mode": {
         "type": ["string", "integer"],
-        "description": "Permissions as an octal string ('0644'); a YAML number such as 0644 "
-        "is taken as the octal value it spells, as in Ansible.",
+        "description": "Permissions as an octal string ('0644') or a symbolic mode as chmod reads "
+        "it ('u+x,g-w', 'u=rwx,go=rx', 'a+X'), applied to the path's current mode (a new file "
+        "starts from 0666, a new directory from 0777, less the umask); a YAML number such as "
+        "0644 is taken as the octal value it spells, as in Ansible.",
     },
     "owner": {"type": "string", "description": "User (name or uid) that should own the path."},
     "group": {"type": "string", "description": "Group (name or gid) that should own the path."},
@@ -51,15 +54,17 @@ def target_path(args: Mapping[str, Any], main: str) -> str:
     raise TaskFailed(f"{main} is required")
 
 
-def parse_mode(value: Any) -> int | None:
+def parse_mode(value: Any) -> int | str | None:
+    """An octal mode as its number, a symbolic one as given (it depends on each path's mode)."""
     if value is None:
         return None
-    if isinstance(value, int):
-        return value
-    text = str(value).strip()
-    if not text or any(c not in "01234567" for c in text) or len(text) > 5:
-        raise TaskFailed(f"mode {value!r}: give an octal string such as '0644' (symbolic modes are not supported)")
-    return int(text, 8)
+    try:
+        number = file_mode.octal(value if isinstance(value, int) else str(value))
+        if number is None:
+            file_mode.check(str(value))
+    except file_mode.ModeError as exc:
+        raise TaskFailed(f"mode {value!r} must be in octal or symbolic form: {exc}") from None
+    return str(value) if number is None else number
 
 
 def host_facts(
@@ -71,9 +76,13 @@ def host_facts(
     checksum: str | None = None,
     follow: bool = False,
     tree: Mapping[str, Any] | None = None,
+    listing: str | None = None,
 ) -> dict[str, Any]:
-    """One round trip: facts about ``paths`` and the ids ``owner``/``group`` name."""
+    """One round trip: facts about ``paths`` and the ids ``owner``/``group`` name;
+    ``listing``: also the directories and files under that directory."""
     request: dict[str, Any] = {"paths": list(paths), "owner": owner, "group": group, "follow": follow}
+    if listing:
+        request["list"] = listing
     if checksum:
         request["checksum"] = checksum
     if tree:
@@ -110,19 +119,37 @@ class Attrs:
     """The owner, group and mode a task asks for (None: leave as is).
 
     ``owner``/``group`` keep the names: a user an earlier task creates is not on the host
-    while planning (check mode), so its uid is unknown until apply resolves it.
+    while planning (check mode), so its uid is unknown until apply resolves it. A symbolic
+    ``mode`` stays a string: the host applies it to each path's own mode; ``umask`` is the
+    host's, for what a new path starts from.
     """
 
     uid: int | None
     gid: int | None
-    mode: int | None
+    mode: int | str | None
     owner: str | None = None
     group: str | None = None
+    umask: int = 0o022
 
     @classmethod
     def wanted(cls, args: Mapping[str, Any], answer: Mapping[str, Any]) -> Attrs:
         mode = parse_mode(args.get("mode"))
-        return cls(answer.get("uid"), answer.get("gid"), mode, args.get("owner"), args.get("group"))
+        umask = answer["umask"] if isinstance(mode, str) else cls.umask
+        return cls(answer.get("uid"), answer.get("gid"), mode, args.get("owner"), args.get("group"), umask)
+
+    def mode_of(self, facts: Mapping[str, Any]) -> int | None:
+        """The mode an existing path ends with (None: mode not asked)."""
+        if self.mode is None:
+            return None
+        return file_mode.resulting(self.mode, int(facts["mode"], 8), facts["type"] == "directory", self.umask)
+
+    def created_mode(self, directory: bool) -> int | None:
+        """The mode a path this task creates ends with: Ansible creates it (0666 or 0777
+        less the umask), then applies the mode."""
+        if self.mode is None:
+            return None
+        start = (0o777 if directory else 0o666) & ~self.umask
+        return file_mode.resulting(self.mode, start, directory, self.umask)
 
     @property
     def unresolved(self) -> bool:
@@ -137,18 +164,24 @@ class Attrs:
             found.append(Diff(f"{path} (owner)", f"{facts['owner'] or facts['uid']}\n", f"{self.owner}\n"))
         if self.group is not None and facts["gid"] != self.gid:
             found.append(Diff(f"{path} (group)", f"{facts['group'] or facts['gid']}\n", f"{self.group}\n"))
-        if with_mode and self.mode is not None and int(facts["mode"], 8) != self.mode:
-            found.append(Diff(f"{path} (mode)", f"{facts['mode']}\n", f"{self.mode:04o}\n"))
+        mode = self.mode_of(facts)
+        if with_mode and mode is not None and int(facts["mode"], 8) != mode:
+            found.append(Diff(f"{path} (mode)", f"{facts['mode']}\n", f"{mode:04o}\n"))
         return found
 
-    def describe(self) -> str:
+    def describe(self, directory: bool) -> str:
         """What is asked, as " owner=x group=y mode=0750" (shown for a path being created)."""
         parts = [f"owner={self.owner}" if self.owner else "", f"group={self.group}" if self.group else ""]
-        parts.append(f"mode={self.mode:04o}" if self.mode is not None else "")
+        mode = self.created_mode(directory)
+        parts.append(f"mode={mode:04o}" if mode is not None else "")
         return "".join(f" {p}" for p in parts if p)
 
-    def op(self, path: str, recurse: bool = False, with_mode: bool = True) -> dict[str, Any]:
-        mode = self.mode if with_mode else None
+    def op(
+        self, path: str, recurse: bool = False, with_mode: bool = True, mode: int | str | None = None
+    ) -> dict[str, Any]:
+        """The attrs op for ``path``; ``mode`` overrides the asked one (a file just written
+        with its final mode)."""
+        mode = (mode if mode is not None else self.mode) if with_mode else None
         return {
             "op": "attrs",
             "path": path,
@@ -187,8 +220,31 @@ def controller_file(ctx: TaskContext, name: str, kind: str) -> Path:
     raise TaskFailed(f"could not find {name!r} in {', '.join(str(r) for r in roots)}")
 
 
-def plan_content(ctx: TaskContext, args: Mapping[str, Any], dest: str, wanted: bytes, verb: str) -> Change | None:
-    """The change that puts ``wanted`` at ``dest`` with the asked owner/group/mode, or None."""
+@dataclass(frozen=True)
+class Content:
+    """What to put at ``dest``. ``source_mode``: the mode of the host file it is copied
+    from (copy with remote_src), which the written file takes as Ansible's copystat gives
+    it: when it replaces a file, and with ``for_new`` also when it creates one."""
+
+    dest: str
+    data: bytes
+    source_mode: int | None = None
+    for_new: bool = False
+
+
+def _written_mode(attrs: Attrs, content: Content, previous: bytes | None) -> int | None:
+    """The mode new content is written with (None: the file's own, or the default for a new one)."""
+    if isinstance(attrs.mode, int):
+        return attrs.mode
+    start = content.source_mode if previous is not None or content.for_new else None
+    if start is None:
+        return attrs.created_mode(directory=False) if previous is None else None
+    return start if attrs.mode is None else file_mode.resulting(attrs.mode, start, False, attrs.umask)
+
+
+def plan_content(ctx: TaskContext, args: Mapping[str, Any], content: Content, verb: str) -> Change | None:
+    """The change that puts the content at its dest with the asked owner/group/mode, or None."""
+    dest, wanted = content.dest, content.data
     answer = host_facts(ctx, [dest], owner=args.get("owner"), group=args.get("group"))
     facts = answer["paths"][dest]
     if facts.get("exists") and facts["type"] != "file":
@@ -196,12 +252,18 @@ def plan_content(ctx: TaskContext, args: Mapping[str, Any], dest: str, wanted: b
     attrs = Attrs.wanted(args, answer)
     current = ctx.conn.read_file(dest) if facts["exists"] else None
     diffs = [] if current == wanted else [Diff(dest, as_text(current), as_text(wanted))]
-    diffs += attrs.diffs(dest, facts)
+    written = _written_mode(attrs, content, current) if current != wanted else None
+    if facts.get("exists") and written is not None and content.source_mode is not None:
+        diffs += attrs.diffs(dest, facts, with_mode=False)
+        if int(facts["mode"], 8) != written:
+            diffs.append(Diff(f"{dest} (mode)", f"{facts['mode']}\n", f"{written:04o}\n"))
+    else:
+        diffs += attrs.diffs(dest, facts)
     if not diffs:
         return None
     summary = f"{verb} {dest}" if current != wanted else f"set attributes of {dest}"
     payload = {"dest": dest, "data": wanted, "previous": current, "attrs": attrs, "identity": identity(facts)}
-    return Change(summary=summary, diffs=tuple(diffs), payload=payload)
+    return Change(summary=summary, diffs=tuple(diffs), payload={**payload, "content": content})
 
 
 def _validate(ctx: TaskContext, command: str, dest: str, data: bytes) -> None:
@@ -222,13 +284,16 @@ def apply_content(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> 
     dest, data, previous, attrs = payload["dest"], payload["data"], payload["previous"], payload["attrs"]
     require_owners(ctx, attrs)
     backup = None
+    # written content gets its final mode before it appears; a file that keeps its mode
+    # through the write then gets the asked one (symbolic: applied to the kept one)
+    mode = _written_mode(attrs, payload["content"], previous) if previous != data else None
     if previous != data:
         if args.get("validate"):
             _validate(ctx, args["validate"], dest, data)
         if previous is not None and args.get("backup"):
             backup = backup_path(dest)
             ctx.conn.write_file(backup, previous)
-        ctx.conn.write_file(dest, data, mode=attrs.mode)
+        ctx.conn.write_file(dest, data, mode=mode)
     if attrs.owner is not None or attrs.group is not None or attrs.mode is not None:
-        run_ops(ctx, [attrs.op(dest)])
+        run_ops(ctx, [attrs.op(dest, mode=mode)])
     return {"dest": dest, "backup_file": backup, "size": len(data), "changed": True}

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
-from modules.files.filework import CONTENT_PROPERTIES, apply_content, plan_content, target_path
+from modules.files.filework import CONTENT_PROPERTIES, Content, apply_content, plan_content, target_path
 
 SCHEMA = {
     "type": "object",
@@ -133,7 +133,7 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     if current is None and state == "absent":
         return Unchanged(f"{path} does not exist", {"path": path})
     wanted = "".join(new_lines).encode("utf-8", errors="surrogateescape")
-    change = plan_content(ctx, args, path, wanted, what or "set attributes of")
+    change = plan_content(ctx, args, Content(path, wanted), what or "set attributes of")
     if change is None:
         return Unchanged(f"{path}: line already as wanted", {"path": path})
     return change

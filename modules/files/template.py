@@ -13,8 +13,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from engine.module_api import Change, Result, TaskContext, TaskFailed, TemplateError, Unchanged, render
-from modules.files.filework import CONTENT_PROPERTIES, apply_content, controller_file, plan_content
+from engine.module_api import Change, Result, TaskContext, TaskFailed, TemplateError, Unchanged, render_text
+from modules.files.filework import CONTENT_PROPERTIES, Content, apply_content, controller_file, plan_content
 
 SCHEMA = {
     "type": "object",
@@ -43,13 +43,13 @@ def _rendered(ctx: TaskContext, name: str) -> bytes:
     except OSError as exc:
         raise TaskFailed(f"cannot read template {source}: {exc.strerror}") from None
     try:
-        return str(render(_BLOCK_END_NEWLINE.sub(r"\1", text), ctx.vars)).encode("utf-8")
+        return render_text(_BLOCK_END_NEWLINE.sub(r"\1", text), ctx.vars).encode("utf-8")
     except TemplateError as exc:
         raise TaskFailed(f"template {source}: {exc}") from None
 
 
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
-    change = plan_content(ctx, args, args["dest"], _rendered(ctx, args["src"]), "render")
+    change = plan_content(ctx, args, Content(args["dest"], _rendered(ctx, args["src"])), "render")
     if change is None or (not args["force"] and change.payload["previous"] is not None):
         return Unchanged(f"{args['dest']} is up to date", {"dest": args["dest"]})
     return change

@@ -1,3 +1,3 @@
-"""System room: software on the host (apt, pip, a pinned vLLM build) and waiting for its state."""
+"""System room: software and accounts on the host (apt, pip, vLLM, users, groups); waiting for its state."""
 
-MODULES = ("apt", "ensure_vllm", "pip", "wait_for")
+MODULES = ("apt", "ensure_vllm", "group", "pip", "user", "wait_for")

@@ -143,9 +143,10 @@ def _flags(args: Mapping[str, Any]) -> list[str]:
     return flags
 
 
-def _todo(ctx: TaskContext, args: Mapping[str, Any], wanted: list[Wanted]) -> tuple[str, list[str]]:
+def _todo(
+    ctx: TaskContext, args: Mapping[str, Any], wanted: list[Wanted], versions: Mapping[str, str | None]
+) -> tuple[str, list[str]]:
     """The apt-get action and the package specs it needs, from dpkg's state."""
-    versions = installed(ctx, [w.name for w in wanted])
     if args["state"] == "absent":
         return ("purge" if args["purge"] else "remove"), [w.name for w in wanted if versions[w.name]]
     if args["state"] == "latest":
@@ -154,6 +155,11 @@ def _todo(ctx: TaskContext, args: Mapping[str, Any], wanted: list[Wanted]) -> tu
     return "install", [
         w.spec for w in wanted if versions[w.name] is None or (w.version and versions[w.name] != w.version)
     ]
+
+
+def _fingerprint(versions: Mapping[str, str | None]) -> dict[str, str]:
+    """The installed version of each named package: a saved plan is refused once one moved."""
+    return {f"apt:{name}": version or "absent" for name, version in versions.items()}
 
 
 def _simulate(ctx: TaskContext, action: str, specs: list[str], args: Mapping[str, Any]) -> list[tuple[str, str, str]]:
@@ -180,7 +186,8 @@ def _diff(simulated: list[tuple[str, str, str]]) -> Diff:
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     wanted = _wanted(args)
     update = _cache_due(ctx, args)
-    action, specs = _todo(ctx, args, wanted) if wanted else ("install", [])
+    versions = installed(ctx, [w.name for w in wanted])
+    action, specs = _todo(ctx, args, wanted, versions) if wanted else ("install", [])
     if not update and not specs:
         names = ", ".join(w.spec for w in wanted) or "nothing asked"
         return Unchanged(f"packages already {args['state']}: {names}", {"cache_updated": False})
@@ -193,7 +200,8 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     elif specs:  # the simulation would use the stale cache: name what is asked
         diffs.append(Diff("packages", "", "".join(f"{action} {s}\n" for s in specs)))
     parts = (["update the apt cache"] if update else []) + ([f"{action} {' '.join(specs)}"] if specs else [])
-    return Change(" and ".join(parts), tuple(diffs), {"update": update, "action": action, "specs": specs})
+    payload = {"update": update, "action": action, "specs": specs}
+    return Change(" and ".join(parts), tuple(diffs), payload, _fingerprint(versions))
 
 
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:

@@ -4,18 +4,22 @@ Ansible's `pip`: `name` takes version specifiers (`six==1.16.0`, `requests>=2`),
 `requirements` file on the host. Plan reads the venv's installed distributions from their
 metadata and asks pip itself what it would do (`pip install --dry-run --report`), so the
 diff lists every distribution that would change, with versions; nothing is installed in
-check mode. `index_url`/`find_links`/`no_index` serve offline wheelhouses.
+check mode. `index_url`/`find_links`/`no_index` serve offline wheelhouses. `state: absent`
+with a `requirements` file uninstalls the distributions the file names (nested `-r` files
+followed), those installed only. The change's fingerprint holds the named distributions'
+installed versions and the requirements file's digest: a saved plan is refused once one moved.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
+from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged, content_digest
 
 PIP_ENV = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
 
@@ -122,34 +126,75 @@ def _diff(changes: Sequence[tuple[str, str | None, str | None]]) -> Diff:
     return Diff("python packages", before, after)
 
 
+def _file_requirements(ctx: TaskContext, path: str, depth: int = 0) -> list[str]:
+    """The requirement lines of a requirements file on the host, nested ``-r`` files followed
+    (relative to the file, as pip reads them); other options and comments skipped."""
+    data = ctx.conn.read_file(path)
+    if data is None:
+        raise TaskFailed(f"requirements file {path} does not exist on the host")
+    found: list[str] = []
+    for raw in data.decode("utf-8", "replace").splitlines():
+        line = raw.split(" #", 1)[0].strip()
+        nested = re.match(r"^(?:-r|--requirement)[ =]\s*(\S+)$", line)
+        if nested and depth < 5:
+            found += _file_requirements(ctx, posixpath.join(posixpath.dirname(path), nested.group(1)), depth + 1)
+        elif line and not line.startswith(("#", "-")):
+            found.append(line)
+    return found
+
+
+def _named(ctx: TaskContext, args: Mapping[str, Any]) -> list[str]:
+    """The distribution names the task names, its requirements file's included."""
+    asked = _requirements(args) + (_file_requirements(ctx, args["requirements"]) if args.get("requirements") else [])
+    return list(dict.fromkeys(m.group(1) for m in map(_NAME.match, asked) if m))
+
+
+def _fingerprint(
+    ctx: TaskContext, args: Mapping[str, Any], names: list[str], dists: Mapping[str, str] | None
+) -> dict[str, str]:
+    """What the plan read: the named distributions' versions in the venv, the requirements
+    file's content. A saved plan is refused once one of them moved."""
+    prints = {f"pip:{normalized(n)}": dists.get(normalized(n)) or "absent" for n in names} if dists is not None else {}
+    if args.get("requirements"):
+        prints[f"file:{args['requirements']}"] = content_digest(ctx.conn.read_file(args["requirements"]))
+    return prints
+
+
+def _plan_absent(ctx: TaskContext, args: Mapping[str, Any], dists: Mapping[str, str] | None) -> Change | Unchanged:
+    names = _named(ctx, args)
+    have = dists if dists is not None else {}
+    gone = [(n, have.get(normalized(n)), None) for n in names if have.get(normalized(n))]
+    if not gone:
+        return Unchanged("not installed: " + ", ".join(names), {"virtualenv": args.get("virtualenv")})
+    return Change(
+        f"uninstall {' '.join(n for n, _, _ in gone)}",
+        (_diff(gone),),
+        {"create": False, "remove": [n for n, _, _ in gone]},
+        _fingerprint(ctx, args, names, dists),
+    )
+
+
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     venv = args.get("virtualenv")
     found = installed(ctx, venv) if venv else None
     dists = found["dists"] if found else None
     create = found is not None and not found["exists"]
     if args["state"] == "absent":
-        names = [m.group(1) for m in map(_NAME.match, _requirements(args)) if m]
-        have = dists if dists is not None else {}
-        gone = [(n, have.get(normalized(n)), None) for n in names if have.get(normalized(n))]
-        if not gone:
-            return Unchanged("not installed: " + ", ".join(names), {"virtualenv": venv})
-        return Change(
-            f"uninstall {' '.join(n for n, _, _ in gone)}",
-            (_diff(gone),),
-            {"create": False, "remove": [n for n, _, _ in gone]},
-        )
+        return _plan_absent(ctx, args, dists)
     if create:
         asked = _requirements(args) + ([f"-r {args['requirements']}"] if args.get("requirements") else [])
         diffs = (
             Diff(f"virtualenv {venv}", "absent\n", "created\n"),
             Diff("python packages", "", "\n".join(asked) + "\n"),
         )
-        return Change(f"create {venv} and install {' '.join(asked)}", diffs, {"create": True, "remove": []})
+        prints = {f"virtualenv:{venv}": "absent"}
+        return Change(f"create {venv} and install {' '.join(asked)}", diffs, {"create": True, "remove": []}, prints)
     changes = [(name, (dists or {}).get(normalized(name)), version) for name, version in _would_install(ctx, args)]
     if not changes:
         return Unchanged("requirements satisfied", {"virtualenv": venv, "packages": dists or {}})
     summary = "install " + " ".join(f"{name}=={new}" for name, _, new in changes)
-    return Change(summary, (_diff(changes),), {"create": False, "remove": []})
+    prints = _fingerprint(ctx, args, _named(ctx, args), dists)
+    return Change(summary, (_diff(changes),), {"create": False, "remove": []}, prints)
 
 
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:

@@ -7,13 +7,16 @@ filled in as the executor does); optional ``facts`` and ``vars``; ``host`` (``pr
 ``{"change": summary}`` (with optional ``payload`` / ``diff_labels`` / ``fingerprint``),
 ``{"unchanged": msg}`` (with optional ``data`` / ``set_vars`` / ``warnings``),
 ``{"fails": the TaskFailed message}`` or ``{"refused": text}`` (plan tried
-to change the host). The recordings come from real hosts (``Recorder``), edited where a
-case needs a situation this machine cannot show (8 busy GPUs, another user's process).
+to change the host). ``peers`` (name -> a recording like ``host``) answers for the other
+inventory hosts a group module reaches with ``ctx.peer``. The recordings come from real
+hosts (``Recorder``), edited where a case needs a situation this machine cannot show (8
+busy GPUs, another user's process).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +52,8 @@ def check(path: Path) -> None:
     host = RecordedHost(**case.get("host", {}))
     facts = case.get("facts", {})
     ctx = planning_context(host, facts, Scope(case.get("vars", {}), {"facts": facts}))
+    peers = case.get("peers", {})
+    ctx = replace(ctx, connect=lambda name: RecordedHost(host_name=name, **peers[name]))
     expect = case["expect"]
     if "fails" in expect:
         with pytest.raises(TaskFailed) as failed:

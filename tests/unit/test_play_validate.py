@@ -47,7 +47,11 @@ def test_fqcn_names_and_key_value_arguments_validate(tmp_path):
         ("- include: other.yml\n", 3, "`include` was removed from Ansible (2.16); use import_playbook"),
         ("  tasks:\n    - meta: clear_facts\n", 4, "`meta: clear_facts` is not supported"),
         ("  tasks:\n    - become_user: postgres\n      command: 'true'\n", 4, "`become_user: postgres`"),
-        ("  tasks:\n    - ansible.builtin.user: name=x\n", 4, "module 'ansible.builtin.user' (from ansible.builtin)"),
+        (
+            "  tasks:\n    - ansible.builtin.service: name=x\n",
+            4,
+            "module 'ansible.builtin.service' (from ansible.builtin)",
+        ),
         ("  roles: [geerlingguy.nginx.web]\n", 3, "roles from collections are not supported"),
         ("  tasks:\n    - import_tasks: t.yml\n      loop: [1]\n", 4, "you cannot use loops on 'import_tasks'"),
         (

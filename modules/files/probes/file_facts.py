@@ -13,7 +13,12 @@ import os
 import pwd
 import stat
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.probes._call import call
+
+USES = ("file_mode",)
 
 _KINDS = (
     (stat.S_ISLNK, "link"),
@@ -83,8 +88,17 @@ def _resolve(lookup: Callable[[str], Any], value: Any, what: str, unresolved: li
         return None
 
 
-def _tree_mismatches(root: str, uid: int | None, gid: int | None, mode: int | None, limit: int = 20) -> list[str]:
-    """Paths under ``root`` whose owner, group or mode differ from the wanted ones."""
+def _mode_differs(mode: int | str | None, st: os.stat_result) -> bool:
+    if mode is None:
+        return False
+    current = stat.S_IMODE(st.st_mode)
+    wanted = call("file_mode", {"mode": mode, "current": current, "is_dir": stat.S_ISDIR(st.st_mode)})["mode"]
+    return bool(wanted != current)
+
+
+def _tree_mismatches(root: str, uid: int | None, gid: int | None, mode: int | str | None, limit: int = 20) -> list[str]:
+    """Paths under ``root`` whose owner, group or mode (octal, or symbolic applied to each
+    path's own mode) differ from the wanted ones."""
     found: list[str] = []
     for base, dirs, files in os.walk(root):
         for name in dirs + files:
@@ -92,12 +106,28 @@ def _tree_mismatches(root: str, uid: int | None, gid: int | None, mode: int | No
             st = os.lstat(path)
             if stat.S_ISLNK(st.st_mode):
                 continue
-            wrong_mode = mode is not None and stat.S_IMODE(st.st_mode) != mode
-            if (uid is not None and st.st_uid != uid) or (gid is not None and st.st_gid != gid) or wrong_mode:
+            wrong_owner = (uid is not None and st.st_uid != uid) or (gid is not None and st.st_gid != gid)
+            if wrong_owner or _mode_differs(mode, st):
                 found.append(path)
                 if len(found) >= limit:
                     return found
     return found
+
+
+def _listing(root: str) -> dict[str, Any]:
+    """Directories and files under ``root`` (relative, sorted; links followed), files with modes."""
+    dirs: list[str] = []
+    files: list[list[Any]] = []
+    for base, names, found in os.walk(root, followlinks=True):
+        names.sort()
+        rel = os.path.relpath(base, root)
+        prefix = "" if rel == "." else rel + "/"
+        dirs += [prefix + name for name in names]
+        for name in sorted(found):
+            path = os.path.join(base, name)
+            if os.path.isfile(path):
+                files.append([prefix + name, stat.S_IMODE(os.stat(path).st_mode)])
+    return {"dirs": dirs, "files": files}
 
 
 def main(args: dict[str, Any]) -> dict[str, Any]:
@@ -106,8 +136,11 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     unresolved: list[str] = []
     answer: dict[str, Any] = {"paths": {p: _facts(p, follow, checksum) for p in args.get("paths", [])}}
     answer["unresolved"] = unresolved
+    answer["umask"] = call("file_mode", {})["umask"]
     answer["uid"] = _resolve(pwd.getpwnam, args.get("owner"), "user", unresolved)
     answer["gid"] = _resolve(grp.getgrnam, args.get("group"), "group", unresolved)
+    if args.get("list"):
+        answer["listing"] = _listing(args["list"])
     tree = args.get("tree")
     if tree and os.path.isdir(tree["path"]) and not os.path.islink(tree["path"]):
         answer["tree_mismatches"] = _tree_mismatches(tree["path"], answer["uid"], answer["gid"], tree.get("mode"))

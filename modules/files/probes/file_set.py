@@ -7,9 +7,13 @@ inode), so a path swapped between plan and apply is never deleted.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.probes._call import call
 
 MUTATES = True
+USES = ("file_mode",)
 
 import grp
 import os
@@ -79,9 +83,13 @@ def _attrs(op: dict[str, Any]) -> None:
         is_link = os.path.islink(target)
         if uid != -1 or gid != -1:
             os.lchown(target, uid, gid) if is_link else os.chown(target, uid, gid)
-        wrong_mode = op.get("mode") is not None and stat.S_IMODE(os.lstat(target).st_mode) != op["mode"]
-        if wrong_mode and not is_link:
-            os.chmod(target, op["mode"])
+        if op.get("mode") is None or is_link:
+            continue
+        st = os.lstat(target)
+        current = stat.S_IMODE(st.st_mode)
+        wanted = call("file_mode", {"mode": op["mode"], "current": current, "is_dir": stat.S_ISDIR(st.st_mode)})
+        if wanted["mode"] != current:
+            os.chmod(target, wanted["mode"])
 
 
 _OPS: dict[str, Callable[[dict[str, Any]], None]] = {

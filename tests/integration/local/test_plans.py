@@ -1,7 +1,6 @@
 """Saved plans on the local connection: `rigger plan`, `rigger show`, `rigger apply`.
 
-Real: the rigger CLI (in the test process; a process of its own where a run must see the
-fake GPUs), every module's plan and apply, files, directories,
+Real: the rigger CLI in a subprocess, every module's plan and apply, files, directories,
 processes (started here, really signalled), a pip venv whose package pip really upgrades,
 /proc. Not real: the GPUs (tests/fakes/fake_nvml lists the processes we register while
 they live). Segment cleaning needs a tmpfs, so it is planned in test_plan_review.py's
@@ -11,15 +10,11 @@ the venv is a wheel built here (only its version matters: serve_vllm's plan read
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
 import textwrap
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +22,7 @@ from typing import Any
 import fakenvml
 import pytest
 from gpudecoys import gpu_holder_argv, wait_holding
+from wheels import fake_wheel, pip_install
 
 REPO = Path(__file__).resolve().parents[3]
 FIXTURE = REPO / "tests" / "fixtures" / "kimi-k2.5-nvfp4"
@@ -259,41 +255,10 @@ def test_a_process_started_since_the_plan_is_never_signalled(
     assert alive(first) and alive(second), "nothing outside the reviewed plan is signalled, nor inside it"
 
 
-def fake_vllm_wheel(out: Path, version: str) -> Path:
-    """A wheel of a distribution named vllm (an empty package): pip installs it for real."""
-    files = {
-        "vllm/__init__.py": b"",
-        f"vllm-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n".encode(),
-        f"vllm-{version}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: rigger-tests\nRoot-Is-Purelib: true\n"
-        b"Tag: py3-none-any\n",
-    }
-    record = "".join(
-        f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}\n"
-        for name, data in files.items()
-    )
-    files[f"vllm-{version}.dist-info/RECORD"] = (record + f"vllm-{version}.dist-info/RECORD,,\n").encode()
-    wheel = out / f"vllm-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for name, data in files.items():
-            archive.writestr(name, data)
-    return wheel
-
-
-def pip_install(venv: Path, wheel: Path) -> None:
-    """pip installs into the venv (its own copy of pip would cost seconds to set up)."""
-    python = str(venv / "bin" / "python")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-index", "--no-deps", str(wheel)],
-        check=True,
-        capture_output=True,
-        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-    )
-
-
 def test_a_package_upgraded_since_the_plan_stops_the_host(rigger: Any, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
-    pip_install(venv, fake_vllm_wheel(tmp_path, "0.0.1"))
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    pip_install(venv, fake_wheel(tmp_path, "vllm", "0.0.1"))
     model = tmp_path / "model"
     shutil.copytree(FIXTURE, model)
     state = tmp_path / "state"
@@ -316,7 +281,7 @@ def test_a_package_upgraded_since_the_plan_stops_the_host(rigger: Any, tmp_path:
     assert planned.rc == 0, planned.stdout + planned.stderr
     result = planned.results("vLLM serves")[0]
     assert result["fingerprint"]["package:vllm"] == "0.0.1", "--output jsonl carries the plan events"
-    pip_install(venv, fake_vllm_wheel(tmp_path, "0.0.2"))
+    pip_install(venv, fake_wheel(tmp_path, "vllm", "0.0.2"))
 
     done = apply(rigger, tmp_path / "plan.json")
     assert done.rc == 2, done.stdout + done.stderr
