@@ -277,8 +277,13 @@ def _report(message: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point: maps every outcome to an exit code, never a raw traceback."""
-    code = _invoke(lambda: cli.main(args=argv, prog_name="rigger", standalone_mode=False))
-    sys.exit(code)
+    sys.exit(exit_code(argv))
+
+
+def exit_code(argv: Sequence[str] | None = None) -> int:
+    """One command's exit code, without leaving the process: ``main`` minus ``sys.exit``
+    (the fast test tier runs the CLI this way, in the test process)."""
+    return _invoke(lambda: cli.main(args=argv, prog_name="rigger", standalone_mode=False))
 
 
 def _invoke(call: Callable[[], Any]) -> int:

@@ -1,4 +1,6 @@
-"""Shared test helpers. The CLI is exercised for real, in a subprocess, as a user runs it."""
+"""Shared test helpers. The CLI is exercised for real: its click command, in the test
+process (tests/fakes/cli_in_process.py says what a process of its own gave and how that is
+kept), or as a process of its own where the entry point itself is under test."""
 
 from __future__ import annotations
 
@@ -6,13 +8,12 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_in_process import run_cli, run_cli_process
 from isolated_home import own_run_lock
 
 REPO = Path(__file__).resolve().parent.parent
@@ -54,20 +55,29 @@ class RiggerRun:
 def run_rigger(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout_s: float = 300
 ) -> RiggerRun:
-    """Run the real CLI; with --output jsonl the events are parsed."""
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), **own_run_lock(), **(env or {})}
-    proc = subprocess.run(
-        [sys.executable, "-m", "engine.cli", *args],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
+    """Run the real CLI (in this process where that is the same); with --output jsonl the
+    events are parsed."""
+    outcome = run_cli(args, cwd=cwd, env={**_cli_env(), **(env or {})}, timeout_s=timeout_s)
+    return _parsed(args, outcome.rc, outcome.stdout, outcome.stderr)
+
+
+def run_rigger_process(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout_s: float = 300
+) -> RiggerRun:
+    """Run the real CLI as a user does, ``python -m engine.cli``, in a process of its own."""
+    outcome = run_cli_process(args, cwd=cwd, env={**_cli_env(), **(env or {})}, timeout_s=timeout_s)
+    return _parsed(args, outcome.rc, outcome.stdout, outcome.stderr)
+
+
+def _cli_env() -> dict[str, str]:
+    return {"PYTHONPATH": str(REPO), **own_run_lock()}
+
+
+def _parsed(args: tuple[str, ...], rc: int, stdout: str, stderr: str) -> RiggerRun:
     events = []
     if "jsonl" in args:
-        events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    return RiggerRun(proc.returncode, proc.stdout, proc.stderr, events)
+        events = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    return RiggerRun(rc, stdout, stderr, events)
 
 
 @pytest.fixture
@@ -104,3 +114,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         where = item.path.relative_to(REPO / "tests").as_posix()
         if where.startswith(SLOW_PLACES):
             item.add_marker(pytest.mark.slow)
+    # Once a test has loaded the fake NVML into this process, CLI runs need a process of
+    # their own (cli_in_process.py): those tests go last, after the in-process runs.
+    items.sort(key=lambda item: item.get_closest_marker("nvml_in_process") is not None)

@@ -1,3 +1,3 @@
 """Serving: start, adopt, stop and measure vLLM servers."""
 
-MODULES = ("check_serving", "serve_vllm")
+MODULES = ("check_serving", "check_serving_group", "ray_cluster", "serve_vllm", "serve_vllm_group")

@@ -53,13 +53,15 @@ CRASH_PATTERNS = (
     re.compile(r"Worker proc \S+ died unexpectedly"),
     re.compile(r"Engine core proc \S+ died unexpectedly|EngineCore\S* (?:exited|died)\b|EngineDeadError"),
 )
+# The engine's own "it failed" line: true, but the cause is the exception logged before it.
+GENERIC_START_FAILURE = r"Engine core initialization failed|EngineCore failed to start"
 # A line matching one of these means the server will not come up: fail now, not at timeout.
 FATAL_PATTERNS = (
     re.compile(r"No valid attention backend"),
     re.compile(r"NotImplementedError"),
     re.compile(r"CUDA out of memory|torch\.OutOfMemoryError|OutOfMemoryError"),
     re.compile(r"Insufficient space in /dev/shm"),
-    re.compile(r"Engine core initialization failed|EngineCore failed to start"),
+    re.compile(GENERIC_START_FAILURE),
     re.compile(r"\[Errno 98\] .*address already in use", re.IGNORECASE),
     *CRASH_PATTERNS,
 )
@@ -72,6 +74,8 @@ HINTS = (
         "bf16/AMX. Serve in float32: serve_vllm `dtype: float32` (the demo: `-e demo_dtype=float32`)",
     ),
 )
+# An exception named anywhere in a line, as vLLM's prefixed log lines carry them.
+EXCEPTION_TEXT = re.compile(r"\b\w*(?:Error|Exception): \S")
 # The line that explains an exit: the last exception line of a traceback.
 ERROR_LINE = re.compile(r"^\s*(?:\(\S+ pid=\d+\)\s*)?(?:\w+\.)*\w*(?:Error|Exception)\b.*:")
 
@@ -117,6 +121,17 @@ def last_error_line(lines: list[str]) -> str | None:
     for line in reversed(lines):
         if ERROR_LINE.match(line):
             return _clean(line).strip()
+    return None
+
+
+def root_cause(line: str | None, lines: list[str]) -> str | None:
+    """For the engine's generic start failure, the last other exception line of the log
+    (``... ValueError: current platform cpu does not support ray.``), else None."""
+    if not line or not re.search(GENERIC_START_FAILURE, line):
+        return None
+    for candidate in reversed(lines):
+        if EXCEPTION_TEXT.search(candidate) and not re.search(GENERIC_START_FAILURE, candidate):
+            return _clean(candidate).strip()
     return None
 
 

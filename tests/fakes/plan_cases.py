@@ -7,7 +7,8 @@ filled in as the executor does); optional ``facts`` and ``vars``; ``host`` (``pr
 ``{"change": summary}`` (with optional ``payload`` / ``diff_labels`` / ``fingerprint``),
 ``{"unchanged": msg}`` (with optional ``data`` / ``set_vars`` / ``warnings``),
 ``{"fails": the TaskFailed message}`` or ``{"refused": text}`` (plan tried
-to change the host). The recordings come from real hosts (``Recorder``), edited where a
+to change the host). ``peers``: the other hosts a group module reaches (``ctx.peer``),
+name -> a recording like ``host``. The recordings come from real hosts (``Recorder``), edited where a
 case needs a situation this machine cannot show (8 busy GPUs, another user's process).
 """
 
@@ -47,8 +48,9 @@ def check(path: Path) -> None:
     assert not problems, f"{path.name}: invalid args {problems}"
     args = spec.with_defaults(args)
     host = RecordedHost(**case.get("host", {}))
+    peers = {name: RecordedHost(**{"host_name": name, **recorded}) for name, recorded in case.get("peers", {}).items()}
     facts = case.get("facts", {})
-    ctx = planning_context(host, facts, Scope(case.get("vars", {}), {"facts": facts}))
+    ctx = planning_context(host, facts, Scope(case.get("vars", {}), {"facts": facts}), peers)
     expect = case["expect"]
     if "fails" in expect:
         with pytest.raises(TaskFailed) as failed:

@@ -39,7 +39,9 @@ class RecordedHost:
         if name not in self.probes:
             raise AssertionError(f"no recorded answer for probe {name} (args {dict(args or {})})")
         answer = self._next(name, self.probes[name])
-        payload = {"error": answer["error"]} if isinstance(answer, Mapping) and "error" in answer else {"ok": answer}
+        # a recorded failure is {"error": why} alone; real answers may carry an "error" field
+        failed = isinstance(answer, Mapping) and set(answer) == {"error"}
+        payload = {"error": answer["error"]} if failed else {"ok": answer}
         return probes.parse_output(name, probes.RESULT_MARKER + json.dumps(payload) + "\n", "")
 
     def _next(self, key: str, recorded: Any) -> Any:
@@ -69,7 +71,7 @@ class RecordedHost:
             name = _probe_name(argv[2])
             if name is not None and name in self.probes:
                 answer = self._next(name, self.probes[name])
-                ok = not (isinstance(answer, Mapping) and "error" in answer)
+                ok = not (isinstance(answer, Mapping) and set(answer) == {"error"})
                 payload = {"ok": answer} if ok else {"error": answer["error"]}
                 return CommandResult(tuple(argv), 0, probes.RESULT_MARKER + json.dumps(payload) + "\n", "")
         if recorded is None:
@@ -105,11 +107,24 @@ def _probe_name(program: str) -> str | None:
 
 
 def planning_context(
-    host: RecordedHost, facts: Mapping[str, Any] | None = None, variables: Mapping[str, Any] | None = None
+    host: RecordedHost,
+    facts: Mapping[str, Any] | None = None,
+    variables: Mapping[str, Any] | None = None,
+    peers: Mapping[str, RecordedHost] | None = None,
 ) -> TaskContext:
-    """The context plan() gets from the executor: the real scoped connection, planning."""
+    """The context plan() gets from the executor: the real scoped connection, planning.
+    ``peers`` are the other inventory hosts a group module reaches (``ctx.peer``)."""
     conn = ScopedConnection(host).planning()
-    return TaskContext(host.host_name, conn, dict(facts or {}), dict(variables or {}), task_name="recorded")
+    known = {host.host_name: host, **(peers or {})}
+
+    def connect(name: str) -> RecordedHost:
+        if name not in known:
+            raise AssertionError(f"plan() reached {name}, which this case did not record")
+        return known[name]
+
+    return TaskContext(
+        host.host_name, conn, dict(facts or {}), dict(variables or {}), task_name="recorded", connect=connect
+    )
 
 
 @dataclass

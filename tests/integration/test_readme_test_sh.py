@@ -1,5 +1,6 @@
 """The README's test commands work as written (issue 11): `bash scripts/test.sh tests/unit`,
-then, with .venv activated, `python -m pytest -m "not slow"` and `bash scripts/lint.sh`.
+then, with .venv activated, `python -m pytest -m "not slow" -n auto --dist loadfile` and
+`bash scripts/lint.sh`.
 
 Real: scripts/test.sh in this checkout - its venv (.venv), the setup scripts (quick when
 everything is installed), the lint stage and pytest. Not run here: the whole suite
@@ -36,7 +37,7 @@ def test_test_sh_runs_a_part_in_its_own_venv() -> None:
 
 def test_the_fast_tier_and_the_lint_stage_run_in_the_activated_venv() -> None:
     readme = (REPO / "README.md").read_text()
-    for command in ('python -m pytest -m "not slow"', "bash scripts/lint.sh"):
+    for command in ('python -m pytest -m "not slow" -n auto --dist loadfile', "bash scripts/lint.sh"):
         assert f"\n{command}" in readme, command
         done = subprocess.run(["bash", "-c", f". .venv/bin/activate && {command}"], cwd=REPO, capture_output=True,
                               text=True, timeout=3600)  # fmt: skip

@@ -103,6 +103,7 @@ def test_kimi_on_sm90_is_compatible() -> None:
     assert ids(result) == []
 
 
+@pytest.mark.slow  # needs the vLLM CPU venv, which the fast tier does not
 def test_real_vllm_with_fp8_triton_mla_is_compatible_on_sm120() -> None:
     """Real vLLM 0.32 (CPU build) carries PR #34597: fp8 is in TRITON_MLA's dtypes."""
     assert VLLM_PYTHON.exists(), "the vLLM CPU venv (.venv-vllm) is a prerequisite"

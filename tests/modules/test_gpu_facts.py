@@ -22,6 +22,7 @@ import pytest
 from engine import probes
 from engine.connection.local import LocalConnection
 
+pytestmark = pytest.mark.nvml_in_process  # conftest runs these last: see cli_in_process.py
 REPO = Path(__file__).resolve().parents[2]
 SMI_DIR = REPO / "tests" / "fakes" / "nvidia_smi"
 

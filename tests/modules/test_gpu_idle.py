@@ -33,12 +33,13 @@ from modules.gpu import ensure_gpus_idle as mod
 
 __all__ = ["spawn"]  # the fixture, imported
 
+pytestmark = pytest.mark.nvml_in_process  # conftest runs these last: see cli_in_process.py
 REPO = Path(__file__).resolve().parents[2]
 FAKE_DIR = REPO / "tests" / "fakes" / "fake_nvml"
 
 
 import fakenvml  # tests/fakes/fake_nvml (pytest pythonpath)
-from gpudecoys import Spawner, alive, ctx, planning, spawn, wait_started
+from gpudecoys import Spawner, alive, ctx, planning, session_members, session_pid, spawn, wait_started
 
 DEFAULTS = {
     "gpus": "all",
@@ -165,18 +166,6 @@ def test_orphaned_vllm_session_goes_whole(fake: Any, spawn: Spawner) -> None:
     assert not alive(engine) and not alive(worker)
     assert alive(bystander), "a process of the session that is not vLLM must be spared"
     assert result.data["mib_freed"] == 8 * 89000
-
-
-def session_members(sid: int, names: tuple[str, ...] = ()) -> dict[str, int]:
-    """The session's processes by name, once every name in ``names`` has exec'd (a loaded
-    machine can take more than wait_started's pause to start the children)."""
-    deadline = time.monotonic() + 10
-    while True:
-        table = LocalConnection().run_probe("procs", {"sid": sid})
-        members = {p["cmdline"].split()[0]: p["pid"] for p in table["processes"] if p["cmdline"]}
-        if all(name in members for name in names) or time.monotonic() > deadline:
-            return members
-        time.sleep(0.05)
 
 
 def test_kill_patterns_catch_a_process_that_holds_no_memory_yet(fake: Any, spawn: Spawner) -> None:
@@ -370,13 +359,9 @@ def test_without_gpus_kill_patterns_still_clear_an_orphaned_vllm_session(fake: A
         start_new_session=True,
     )
     wait_started(launcher)
-    members = {k: spawn.adopt(v) for k, v in session_members(launcher.pid).items() if k != "python"}
-    tracker = next(
-        p["pid"]
-        for p in LocalConnection().run_probe("procs", {"sid": launcher.pid})["processes"]
-        if "resource_tracker" in p["cmdline"]
-    )
-    spawn.adopt(tracker)
+    names = ("VLLM::EngineCore", "VLLM::Worker", "bystander-in-session")
+    members = {k: spawn.adopt(v) for k, v in session_members(launcher.pid, names).items() if k != "python"}
+    tracker = spawn.adopt(session_pid(launcher.pid, "resource_tracker"))
     os.kill(launcher.pid, signal.SIGKILL)
     launcher.wait()
     os.environ.pop("FAKE_NVML_CONFIG")
@@ -390,12 +375,23 @@ def test_without_gpus_kill_patterns_still_clear_an_orphaned_vllm_session(fake: A
     assert "no GPUs on this host" in result.msg
 
 
+def sleeping_children(parent: int, timeout_s: float = 30.0) -> list[int]:
+    """The parent's children that run sleep (waits until the first has exec'd)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        procs = LocalConnection().run_probe("procs", {})["processes"]
+        found = [p["pid"] for p in procs if p["ppid"] == parent and p["cmdline"].startswith("sleep ")]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.02)
+
+
 def test_children_of_a_spared_process_are_never_pulled_in(fake: Any, spawn: Spawner) -> None:
     """kill_patterns matches a protected parent: neither it nor its children are signalled."""
     tag = f"rigger-spared-{os.getpid()}-{time.time_ns() % 10**6}"
     parent = spawn(["bash", "-c", f"exec -a '{tag}-supervisor' bash -c 'sleep 300 & wait'"])
     wait_started(parent)
-    children = [p["pid"] for p in LocalConnection().run_probe("procs", {})["processes"] if p["ppid"] == parent.pid]
+    children = sleeping_children(parent.pid)
     assert children, "the supervisor's child did not start"
     fake.eight_gpus()
     args = {**DEFAULTS, "kill_patterns": [tag], "protect_patterns": [f"{tag}-supervisor"]}

@@ -22,7 +22,7 @@ from typing import Any
 
 import fakenvml  # tests/fakes/fake_nvml (pytest pythonpath)
 import pytest
-from gpudecoys import Spawner, alive, ctx, planning, spawn, start_time, wait_started
+from gpudecoys import Spawner, alive, ctx, planning, session_members, spawn, start_time, wait_started
 
 from engine import runlock
 from engine.connection.local import LocalConnection
@@ -32,6 +32,7 @@ from modules.gpu import ensure_gpus_idle as mod
 
 __all__ = ["spawn"]  # the fixture, imported
 
+pytestmark = pytest.mark.nvml_in_process  # conftest runs these last: see cli_in_process.py
 REPO = Path(__file__).resolve().parents[2]
 SMI_DIR = REPO / "tests" / "fakes" / "nvidia_smi"
 SMI_GPU0_UUID = "GPU-3f9a1c2e-7b41-5d0e-a6c2-19e4b8f07d31"  # query_gpu_8x_idle.csv, GPU 0
@@ -74,11 +75,6 @@ def converge(args: dict[str, Any]) -> tuple[Change, Result]:
     return change, result
 
 
-def by_command(sid: int) -> dict[str, int]:
-    table = LocalConnection().run_probe("procs", {"sid": sid})
-    return {p["cmdline"].split()[0]: p["pid"] for p in table["processes"]}
-
-
 # ---- who is a relative ------------------------------------------------------------------
 
 
@@ -101,7 +97,8 @@ def test_tail_and_editor_in_the_holders_session_are_never_signalled(fake: Any, s
         holding_gpu=True,
     )
     wait_started(launcher)
-    members = {name: spawn.adopt(pid) for name, pid in by_command(launcher.pid).items() if name != "python"}
+    names = ("VLLM::Worker_TP0", "tail", "vim")
+    members = {name: spawn.adopt(pid) for name, pid in session_members(launcher.pid, names).items() if name != "python"}
     fake.eight_gpus([fakenvml.holder(members["VLLM::Worker_TP0"], 0, 9000)])
     change, result = converge(DEFAULTS)
     assert sorted(result.data["killed_pids"]) == sorted([launcher.pid, members["VLLM::Worker_TP0"]])

@@ -1,6 +1,6 @@
 """End to end: `rigger run` on a playbook that patches a copy of the Kimi checkpoint config.
 
-Real: the CLI in a subprocess, the loader, executor, output layers, the module, real files.
+Real: the CLI (in the test process), the loader, executor, output layers, the module, real files.
 Stand-in: none (no GPU involved; the compat step reports the no-GPU case).
 """
 
@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
-from isolated_home import own_run_lock
 from run_events import task_result
+
+from tests.conftest import RiggerRun, run_rigger
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "kimi-k2.5-nvfp4"
@@ -37,20 +34,8 @@ PLAYBOOK = """\
 """
 
 
-def rigger(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "engine.cli", *argv],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, **own_run_lock()},
-    )
-
-
-def events(output: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+def rigger(*argv: str) -> RiggerRun:
+    return run_rigger(*argv, cwd=ROOT, timeout_s=120)
 
 
 def hashes(directory: Path) -> dict[str, str]:
@@ -69,12 +54,12 @@ def test_check_diff_shows_json_diff_and_touches_nothing(tmp_path: Path) -> None:
     model, playbook = setup(tmp_path)
     before = hashes(model)
     text = rigger("run", str(playbook), "--check", "--diff")
-    assert text.returncode == 0, text.stdout + text.stderr
+    assert text.rc == 0, text.stdout + text.stderr
     assert '-    "kv_cache_scheme": {' in text.stdout
     assert '-        "kv_cache_quant_algo": "FP8",' in text.stdout
     assert "- quantization_config.kv_cache_scheme" in text.stdout
     assert hashes(model) == before
-    jsonl = events(rigger("run", str(playbook), "--check", "--output", "jsonl").stdout)
+    jsonl = rigger("run", str(playbook), "--check", "--output", "jsonl").events
     patch = task_result(jsonl, "drop the FP8 KV-cache declaration")
     assert patch["status"] == "changed"
     assert [d["label"] for d in patch["diffs"]] == [str(model / "config.json"), str(model / "hf_quant_config.json")]
@@ -83,11 +68,11 @@ def test_check_diff_shows_json_diff_and_touches_nothing(tmp_path: Path) -> None:
 
 def test_apply_then_second_run_reports_no_change(tmp_path: Path) -> None:
     model, playbook = setup(tmp_path)
-    first = events(rigger("run", str(playbook), "--output", "jsonl").stdout)
+    first = rigger("run", str(playbook), "--output", "jsonl").events
     assert first[-1]["hosts"]["localhost"]["changed"] == 1
     compat = task_result(first, "preflight")
     assert compat["data"]["facts"]["model.kv_cache_fp8"] is False
     assert "kv_cache_scheme" not in json.loads((model / "config.json").read_text())["quantization_config"]
-    second = events(rigger("run", str(playbook), "--output", "jsonl").stdout)
+    second = rigger("run", str(playbook), "--output", "jsonl").events
     assert second[-1]["hosts"]["localhost"]["changed"] == 0
     assert second[-1]["hosts"]["localhost"]["failed"] == 0

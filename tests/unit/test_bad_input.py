@@ -1,7 +1,7 @@
 """Broken playbooks and inventories: the real CLI exits 4 with file:line, no traceback,
 and no host is touched (a valid first task that would create a file never runs).
 
-Real: the CLI in a subprocess, the YAML loader, each module's JSON Schema. Nothing stands in.
+Real: the CLI (in the test process), the YAML loader, each module's JSON Schema. Nothing stands in.
 """
 
 from __future__ import annotations

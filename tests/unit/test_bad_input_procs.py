@@ -1,7 +1,7 @@
 """Bad input from issue 10 (processes, GPUs, -e): the real CLI exits 4 or 5 naming the
 file:line or the option, never 250, and no host is touched.
 
-Real: the CLI in a subprocess, files, a FIFO, /dev/zero. Nothing is faked.
+Real: the CLI (in the test process), files, a FIFO, /dev/zero. Nothing is faked.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Data that came from a host is never evaluated, whichever keyword or module reads it.
 
-Real: `rigger run` in a subprocess on the local connection; a real command prints
+Real: `rigger run` (the CLI in the test process) on the local connection; a real command prints
 ``{{ 7 * 6 }}`` (the playbook spells the braces as octal escapes, so the playbook itself
 holds no template). Registered results, set_fact copies and loop items must all show the
 text as it was printed, never 42. Nothing is faked.

@@ -1,7 +1,7 @@
 """`rigger validate` on Ansible structure: FQCN names, key=value arguments, and every
 keyword rigger does not implement refused by name with file:line and exit 4.
 
-Real: the rigger CLI in a subprocess; nothing connects to a host.
+Real: the rigger CLI (in the test process); nothing connects to a host.
 """
 
 from __future__ import annotations

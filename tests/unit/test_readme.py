@@ -1,6 +1,6 @@
 """The README's commands work as written, and each one is run by a test.
 
-Real: the README file, the real CLI in a subprocess, the real inventory (whose hosts are
+Real: the README file, the real CLI (in the test process), the real inventory (whose hosts are
 examples: unreachable here, which is what the README says), scripts/clean.sh on a scratch
 copy of the checkout. The commands that need a running demo server or the whole suite are
 run by slow tests (named in COVERED).
@@ -15,6 +15,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.conftest import RiggerRun, run_rigger
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()
@@ -38,7 +40,7 @@ COVERED = {
     "curl -s localhost:8000/v1/completions -H 'Content-Type: application/json' "
     '-d \'{"model": "tiny", "prompt": "hello", "max_tokens": 16}\'': "tests/integration/vllm/test_readme_demo.py",
     "rigger run playbooks/demo_cpu.yml -e serve_state=stopped": "tests/integration/vllm/test_readme_demo.py",
-    'python -m pytest -m "not slow"': "tests/integration/test_readme_test_sh.py",
+    'python -m pytest -m "not slow" -n auto --dist loadfile': "tests/integration/test_readme_test_sh.py",
     "bash scripts/lint.sh": "tests/integration/test_readme_test_sh.py",
 }  # fmt: skip
 
@@ -55,18 +57,11 @@ def readme_commands(text: str = README) -> list[str]:
     return commands
 
 
-def cli(command: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+def cli(command: str, timeout_s: float = 120) -> RiggerRun:
     """A README `rigger ...` line, run as written by the real CLI of this checkout."""
     argv = shlex.split(command)
     assert argv[0] == "rigger", command
-    return subprocess.run(
-        [sys.executable, "-m", "engine.cli", *argv[1:]],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
+    return run_rigger(*argv[1:], cwd=REPO, timeout_s=timeout_s)
 
 
 def test_every_readme_command_is_run_by_a_test() -> None:
@@ -98,7 +93,7 @@ def test_tour_commands_run() -> None:
         if COVERED[command] != "test_tour_commands_run":
             continue
         done = cli(command)
-        assert done.returncode == 0, f"{command}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+        assert done.rc == 0, f"{command}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
         assert "Traceback" not in done.stderr
     assert "would start vLLM" in cli("rigger run playbooks/demo_cpu.yml --check --diff").stdout
 
@@ -109,7 +104,7 @@ def test_fleet_command_targets_kimi_servers_only() -> None:
     command = next(c for c in COVERED if "fleet.yml" in c)
     assert command in readme_commands()
     done = cli(command, timeout_s=300)
-    assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.rc == 3, done.stdout[-3000:] + done.stderr[-3000:]
     recap = done.stdout[done.stdout.index("PLAY RECAP") :]
     assert {"gpu-a01", "gpu-a02", "gpu-b01"} == set(re.findall(r"^(gpu-\w+) :", recap, re.MULTILINE))
     assert "gpu-a03" not in done.stdout + done.stderr

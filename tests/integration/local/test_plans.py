@@ -1,6 +1,7 @@
 """Saved plans on the local connection: `rigger plan`, `rigger show`, `rigger apply`.
 
-Real: the rigger CLI in a subprocess, every module's plan and apply, files, directories,
+Real: the rigger CLI (in the test process; its own process where a run must see the fake
+GPUs), every module's plan and apply, files, directories,
 processes (started here, really signalled), a pip venv whose package pip really upgrades,
 /proc. Not real: the GPUs (tests/fakes/fake_nvml lists the processes we register while
 they live). Segment cleaning needs a tmpfs, so it is planned in test_plan_review.py's

@@ -1,7 +1,7 @@
 """Play structure and semantics give ansible-core's answers (roles, imports, includes, meta,
 run_once, delegate_to, loops, handlers).
 
-Real: the rigger CLI in a subprocess, the local connection, real commands. The expected
+Real: the rigger CLI (in the test process), the local connection, real commands. The expected
 values were recorded by running the same playbooks through ansible-core 2.19.14 (local
 connection); each test says so where it pins one. The run lock is switched off
 (``rigger_run_lock=false``) because other runs on this machine may hold the local lock.

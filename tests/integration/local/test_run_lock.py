@@ -1,6 +1,7 @@
 """Two real rigger runs against the same (local) host: the second fails at once, naming
-the holder; check mode takes no lock (it touches nothing). Real processes and flock; the
-first run holds the lock until the test lets it finish (test_run_lock_wait.Holder)."""
+the holder; check mode takes no lock (it touches nothing). Real flock; the first run is a
+process of its own that holds the lock until the test lets it finish (test_run_lock_wait.
+Holder), the second the CLI in the test process (another controller all the same)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The apt module against this machine's real apt and dpkg, installing and removing `sl`.
 
 Real: apt-get, apt-cache, dpkg and the Debian mirror (the one network this machine has),
-the rigger CLI in a subprocess for the check-mode run. Nothing is mocked. `sl` (a small
+the rigger CLI (in the test process) for the check-mode run. Nothing is mocked. `sl` (a small
 leaf package) is only removed at the end if this test installed it.
 """
 

@@ -1,9 +1,11 @@
 """The two serving playbooks through the real CLI (`python -m engine.cli run`, a subprocess).
 
 demo_cpu.yml — Real: everything (rigger, vLLM CPU, the tiny model script, HTTP, /proc).
-kimi_k25_nvfp4.yml in check mode — Real: rigger, fact gathering through the real
+kimi_k25_nvfp4.yml and kimi_k25_two_nodes.yml in check mode — Real: rigger, fact gathering through the real
 nvidia-ml-py, every module's plan, a copy of the Kimi-K2.5-NVFP4 config files. Stand-in:
-the eight SM 12.0 GPUs (tests/fakes/fake_nvml, the fake libnvidia-ml.so.1 pynvml loads).
+the eight SM 12.0 GPUs (tests/fakes/fake_nvml, the fake libnvidia-ml.so.1 pynvml loads);
+for the two-node play, two inventory "nodes" on this machine (local connection) that both
+see the same four fake GPUs.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import fakenvml
 import pytest
+import yaml
 from vllmkit import REPO, free_port, listening, live_session_members, require_vllm
 
 pytestmark = pytest.mark.slow
@@ -121,6 +124,45 @@ def test_kimi_check_diff_on_eight_sm120_gpus_changes_nothing(tmp_path: Path) -> 
         assert flag in argv, argv
     assert done["It answers, fast enough"]["status"] == "skipped"
     # No byte and no process changed.
+    assert tree(model) == model_before
+    assert (tree(state_dir) if state_dir.exists() else {}) == state_before
+    assert not processes_mentioning(str(model)), "check mode started nothing"
+
+
+def test_kimi_on_two_four_gpu_nodes_check_diff_shows_both_ranks_and_changes_nothing(tmp_path: Path) -> None:
+    fake = fakenvml.create(tmp_path / "nvml")
+    fake.write([fakenvml.gpu(i) for i in range(4)])
+    model = tmp_path / "Kimi-K2.5-NVFP4"
+    shutil.copytree(FIXTURE, model)
+    model_before = tree(model)
+    nodes = {"kimi-a": "10.1.0.1", "kimi-b": "10.1.0.2"}
+    hosts = {name: {"ansible_connection": "local", "rigger_node_ip": ip, "rigger_node_interface": "ib0"}
+             for name, ip in nodes.items()}  # fmt: skip
+    inventory = tmp_path / "pair.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"kimi_pair": {"hosts": hosts}}}}))
+    state_dir = Path.home() / ".local" / "state" / "rigger" / "vllm"
+    state_before = tree(state_dir) if state_dir.exists() else {}
+    events = rigger(
+        "playbooks/kimi_k25_two_nodes.yml", "-i", str(inventory), "--check", "--diff",
+        "-e", json.dumps({"model_dir": str(model), "download_model": False, "serve_port": free_port()}),
+        env=fake.env(),
+    )  # fmt: skip
+    counts = events[-1]["hosts"]
+    assert counts["kimi-a"]["failed"] == 0 and counts["kimi-b"]["failed"] == 0, failures(events)
+    done = {(e["task"], e["host"]): e for e in events if e["event"] == "task_result"}
+    compat = done[("Can each node's GPUs and vLLM serve its half as it is?", "kimi-b")]
+    assert compat["data"]["facts"]["gpu.count"] == 4
+    serve = done[("vLLM serves Kimi-K2.5 on both nodes, TP 4 x PP 2", "kimi-a")]
+    assert serve["status"] == "changed", serve
+    diffs = {d["label"]: d["after"] for d in serve["diffs"]}
+    head, worker = diffs["rank 0 on kimi-a: vLLM argv"], diffs["rank 1 on kimi-b: vLLM argv"]
+    for flag in ("--tensor-parallel-size 4", "--pipeline-parallel-size 2", "--nnodes 2", "--master-addr 10.1.0.1"):
+        assert flag in head and flag in worker, (head, worker)
+    assert "--node-rank 0" in head and "--headless" not in head and "--port" in head
+    assert "--node-rank 1" in worker and "--headless" in worker and "--port" not in worker
+    assert "VLLM_HOST_IP=10.1.0.2" in diffs["rank 1 on kimi-b: vLLM env"]
+    assert "NCCL_SOCKET_IFNAME=ib0" in diffs["rank 1 on kimi-b: vLLM env"]
+    assert done[("Every rank on both nodes alive, and a completion comes back", "kimi-a")]["status"] == "skipped"
     assert tree(model) == model_before
     assert (tree(state_dir) if state_dir.exists() else {}) == state_before
     assert not processes_mentioning(str(model)), "check mode started nothing"
