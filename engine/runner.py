@@ -293,8 +293,9 @@ class Runner:
         return {**self.inventory.host(name).vars, **magic, **play_vars}
 
     def _data_of(self, name: str) -> dict[str, Any]:
-        """Facts, registered results and set_fact values: kept for the whole run, as in Ansible."""
-        return self._host_data.setdefault(name, {"facts": facts_mod.defaults()})
+        """Facts, registered results and set_fact values: kept for the whole run, as in Ansible
+        (where ``ansible_facts`` is defined, empty, before any gathering)."""
+        return self._host_data.setdefault(name, {"facts": facts_mod.defaults(), "ansible_facts": {}})
 
     def _scope_of(self, name: str) -> templating.Scope:
         """What ``hostvars[name]`` shows: that host's variables in the current play."""
@@ -332,7 +333,9 @@ class Runner:
         def gather(host: HostRun) -> HostResult:
             started = time.monotonic()
             try:
-                host.data["facts"] = facts_mod.gather(host.conn)
+                gathered = facts_mod.gather(host.conn, self._play_now.gather_subset)
+                host.data["facts"] = gathered.own
+                facts_mod.store(host.data, {"ansible_facts": gathered.ansible})
                 return HostResult(host.name, "Gathering Facts", Status.OK, False, duration_s=time.monotonic() - started)
             except HostUnreachable as exc:
                 return HostResult(host.name, "Gathering Facts", Status.UNREACHABLE, False, msg=str(exc))
@@ -492,7 +495,7 @@ class Runner:
             host.failure = {"ansible_failed_task": failed_task, "ansible_failed_result": dict(outcome.registered)}
         if task.register:
             host.data[task.register] = outcome.registered
-        self._facts_target(task, host).data.update(outcome.set_vars)
+        facts_mod.store(self._facts_target(task, host).data, outcome.set_vars)
         if outcome.changed and task.notify:
             host.notified.update(task.notify)
 
@@ -612,7 +615,7 @@ class Runner:
             if task.register:
                 other.data[task.register] = outcome.registered
             if not self._delegates_facts(task):
-                other.data.update(outcome.set_vars)
+                facts_mod.store(other.data, outcome.set_vars)
             if failed:
                 other.failed = True
                 other.last_task = task.display_name
