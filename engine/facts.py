@@ -50,11 +50,12 @@ class Gathered:
     ansible: dict[str, Any]  # Ansible's setup facts, unprefixed (``ansible_facts``)
 
 
-def gather(conn: Connection, gather_subset: Any = None) -> Gathered:
-    """Everything in one round trip: the host probe, each room's, Ansible's setup facts."""
+def gather(conn: Connection, gather_subset: Any = None, *, sudo: bool = False) -> Gathered:
+    """Everything in one round trip: the host probe, each room's, Ansible's setup facts
+    (as root with ``sudo``: a play with ``become`` gathers as root, as Ansible does)."""
     rooms = tuple(source.probe for source in sources())
     answer = conn.run_probe(
-        probes.bundle(("host", *rooms, "setup_facts")), {"setup_facts": {"gather_subset": gather_subset}}
+        probes.bundle(("host", *rooms, "setup_facts")), {"setup_facts": {"gather_subset": gather_subset}}, sudo=sudo
     )
     own = dict(answer["host"])
     for probe in rooms:

@@ -26,7 +26,7 @@ from engine.errors import (
     TemplateError,
     ValidationError,
 )
-from engine.executor import ExecOptions, Outcome, PlannedStep, TaskRunner, loop_items
+from engine.executor import ExecOptions, Outcome, PlannedStep, TaskRunner, become_of, loop_items
 from engine.filters import to_bool
 from engine.inventory import select_hosts
 from engine.output.events import (
@@ -333,7 +333,8 @@ class Runner:
         def gather(host: HostRun) -> HostResult:
             started = time.monotonic()
             try:
-                gathered = facts_mod.gather(host.conn, self._play_now.gather_subset)
+                sudo = become_of(self._play_now.options, self._scope_of(host.name))
+                gathered = facts_mod.gather(host.conn, self._play_now.gather_subset, sudo=sudo)
                 host.data["facts"] = gathered.own
                 facts_mod.store(host.data, {"ansible_facts": gathered.ansible})
                 return HostResult(host.name, "Gathering Facts", Status.OK, False, duration_s=time.monotonic() - started)

@@ -111,7 +111,12 @@ def test_stored_facts_merge_and_are_injected_as_variables():
     data: dict[str, Any] = {"ansible_facts": {}, "kept": 1}
     facts.store(data, {"ansible_facts": {"distribution": "Debian", "gather_subset": ["all"], "module_setup": True}})
     facts.store(data, {"ansible_facts": {"hostname": "vm"}})
-    assert data["ansible_facts"] == {"distribution": "Debian", "gather_subset": ["all"], "module_setup": True, "hostname": "vm"}
+    assert data["ansible_facts"] == {
+        "distribution": "Debian",
+        "gather_subset": ["all"],
+        "module_setup": True,
+        "hostname": "vm",
+    }
     assert (data["ansible_distribution"], data["ansible_hostname"], data["gather_subset"], data["kept"]) == (
         "Debian",
         "vm",
