@@ -20,7 +20,9 @@ BOOK = """\
   hosts: all
   tasks:
     - debug:
-        msg: "{{ ansible_user_id }} {{ ansible_env.HOME }} {{ ansible_facts.distribution == ansible_distribution }} {{ facts.gpu_count }}"
+        msg: >-
+          {{ ansible_user_id }} {{ ansible_env.HOME }}
+          {{ ansible_facts.distribution == ansible_distribution }} {{ facts.gpu_count }}
 - name: with become
   hosts: all
   become: true
