@@ -12,7 +12,7 @@ from engine import loops, registry, templating
 from engine.connection.base import Connection, ScopedConnection, TaskScope
 from engine.errors import HostUnreachable, TaskFailed, TemplateError
 from engine.filters import to_bool
-from engine.module_api import Change, Result, TaskContext, Unchanged
+from engine.module_api import Change, Diff, Result, TaskContext, Unchanged
 from engine.output.events import HostResult, Status
 from engine.playbook import Task, TaskOptions
 from engine.probes import ProbeError
@@ -86,12 +86,19 @@ def _registered(result: HostResult) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class _Attempt(Result):
-    """A module's Result (or the engine's verdict) with the task status it leads to.
+class _Attempt:
+    """A module's Result (or the engine's verdict) as the task status it leads to: the
+    status says failed (a Result's ``failed`` is read once, in ``_from_result``).
 
     ``planned`` / ``summary`` / ``fingerprint``: what plan() said, for saved plans."""
 
-    status: Status = Status.OK
+    status: Status
+    changed: bool
+    msg: str = ""
+    diffs: tuple[Diff, ...] = ()
+    data: Mapping[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    set_vars: Mapping[str, Any] = field(default_factory=dict)
     planned: str = ""
     summary: str = ""
     fingerprint: Mapping[str, str] = field(default_factory=dict)
@@ -207,12 +214,10 @@ class TaskRunner:
             if number < attempts:
                 self.progress(f"retrying ({number}/{self.task.retries}): until not met")
                 time.sleep(self.task.delay_s)
-        return _Attempt(
-            **{
-                **attempt.__dict__,
-                "status": Status.FAILED,
-                "msg": f"until not met after {attempts} attempts: {attempt.msg}".rstrip(": "),
-            }
+        return replace(
+            attempt,
+            status=Status.FAILED,
+            msg=f"until not met after {attempts} attempts: {attempt.msg}".rstrip(": "),
         )
 
     def _holds(self, conditions: tuple[Any, ...], attempt: _Attempt, scope: templating.Scope) -> bool:
@@ -239,17 +244,15 @@ class TaskRunner:
                 return attempt
             if self.task.failed_when:
                 if self._holds(self.task.failed_when, attempt, scope):
-                    return _Attempt(
-                        **{
-                            **attempt.__dict__,
-                            "status": Status.FAILED,
-                            "changed": changed,
-                            "msg": attempt.msg or "failed_when condition was true",
-                        }
+                    return replace(
+                        attempt,
+                        status=Status.FAILED,
+                        changed=changed,
+                        msg=attempt.msg or "failed_when condition was true",
                     )
                 if attempt.status == Status.FAILED:
                     status = Status.CHANGED if changed else Status.OK
-            return _Attempt(**{**attempt.__dict__, "status": status, "changed": changed})
+            return replace(attempt, status=status, changed=changed)
         except TemplateError as exc:
             return _failed(f"task '{self.task.display_name}': {exc}")
 

@@ -23,6 +23,7 @@ from engine.errors import (
     EXIT_UNREACHABLE,
     HostUnreachable,
     RiggerError,
+    TaskFailed,
     TemplateError,
     ValidationError,
 )
@@ -117,7 +118,9 @@ class Runner:
         self._play_ended = False
         self._delegated_to: dict[str, str] = {}
         self._delegate_guard = threading.Lock()
-        self._left_out: set[str] = set()  # failed or unreachable: later plays skip them
+        # Ansible's removed hosts: failed (not rescued, not ignored; a failed run_once task fails
+        # its batch) or unreachable. Gone from ansible_play_hosts and from later plays.
+        self._down: set[str] = set()
 
     def emit(self, event: Event) -> None:
         with self._emit_lock:
@@ -151,31 +154,36 @@ class Runner:
                 self.emit(Notice("warning", warning, host.name))
 
     def _lock(self, host: HostRun) -> HostResult | None:
-        """Take the host's run lock once per run; a held lock makes the host unreachable.
-        The lock's variables are read like the connection's: -e wins over the inventory."""
-        host_vars = self._connection_vars(host.name)
-        if self.options.check_mode or not to_bool(host_vars.get("rigger_run_lock", True)):
-            return None
-        wait_s = self._lock_wait_s(host_vars)
-        if isinstance(wait_s, str):
-            return HostResult(host.name, "Acquiring the run lock", Status.FAILED, False, msg=wait_s)
+        """Take the host's run lock once per run; a held lock makes the host unreachable."""
+        task = "Acquiring the run lock"
         try:
-            warning = self._locks.take(
+            self._take_lock(
                 host.name,
-                host_vars,
+                self._connection_vars(host.name),
                 host.conn,
-                self.owner,
-                wait_s,
-                lambda message: self.emit(Progress(host.name, "Acquiring the run lock", message)),
+                lambda message: self.emit(Progress(host.name, task, message)),
             )
+        except TaskFailed as exc:
+            return HostResult(host.name, task, Status.FAILED, False, msg=exc.msg)
         except HostUnreachable as exc:
-            return HostResult(host.name, "Acquiring the run lock", Status.UNREACHABLE, False, msg=str(exc))
-        if warning:
-            self.emit(Notice("warning", warning, host.name))
+            return HostResult(host.name, task, Status.UNREACHABLE, False, msg=str(exc))
         return None
 
-    def _lock_wait_s(self, host_vars: Mapping[str, Any]) -> float | str:
-        """Seconds to wait for the lock (--lock-wait, else rigger_run_lock_wait_s), or what is wrong."""
+    def _take_lock(
+        self, name: str, host_vars: Mapping[str, Any], conn: Connection, waiting: Callable[[str], None]
+    ) -> None:
+        """The one way a host's machine is locked, for the play's hosts and the ones a task
+        reaches (delegate_to, peers); the lock's variables are read like the connection's
+        (-e wins over the inventory). Raises TaskFailed for a bad rigger_run_lock_wait_s,
+        HostUnreachable when another run holds the lock."""
+        if self.options.check_mode or not to_bool(host_vars.get("rigger_run_lock", True)):
+            return
+        warning = self._locks.take(name, host_vars, conn, self.owner, self._lock_wait_s(host_vars), waiting)
+        if warning:
+            self.emit(Notice("warning", warning, name))
+
+    def _lock_wait_s(self, host_vars: Mapping[str, Any]) -> float:
+        """Seconds to wait for the lock: --lock-wait, else rigger_run_lock_wait_s."""
         if self.options.lock_wait_s is not None:
             return self.options.lock_wait_s
         value = host_vars.get("rigger_run_lock_wait_s", 0)
@@ -184,7 +192,7 @@ class Runner:
         except (TypeError, ValueError):
             seconds = -1.0
         if isinstance(value, bool) or not seconds >= 0:
-            return f"rigger_run_lock_wait_s must be a number of seconds (>= 0), not {value!r}"
+            raise TaskFailed(f"rigger_run_lock_wait_s must be a number of seconds (>= 0), not {value!r}")
         return seconds
 
     def close(self) -> None:
@@ -204,7 +212,7 @@ class Runner:
                 if self._interrupted.is_set():
                     break
                 if not self._play(play, playbook):
-                    break  # any_errors_fatal or max_fail_percentage ends the playbook, as in Ansible
+                    break
         except KeyboardInterrupt:
             self._interrupted.set()
             self.close()
@@ -242,7 +250,7 @@ class Runner:
         """Run one play; False when a failure limit says the playbook ends here."""
         self._play_now = play
         matched = self._select(play)
-        names = [name for name in matched if name not in self._left_out]
+        names = [name for name in matched if name not in self._down]
         self.emit(PlayStarted(play.name, tuple(matched), self.options.check_mode))
         if not names:
             if matched:
@@ -264,15 +272,14 @@ class Runner:
                 break
             # ansible_play_hosts_all is every host the play matched, failed ones included
             self._play_names, self._batch_names = matched, batch
-            batch_vars = {**play_vars, **magicvars.play_variables(matched, batch, self._down())}
+            batch_vars = {**play_vars, **magicvars.play_variables(matched, batch, self._down)}
             hosts = [self._host_run(name, batch_vars) for name in batch]
             self._hosts.update((h.name, h) for h in hosts)
             batch_ok = self._batch(play, hosts)
-            self._left_out.update(h.name for h in hosts if h.failed or h.unreachable)
             if not batch_ok:
                 for host in names[names.index(batch[-1]) + 1 :]:
                     self.stopped_at.setdefault(host, "not started: the play was stopped")
-                return not (play.any_errors_fatal or play.max_fail_percentage is not None)
+                return False  # as in Ansible: a failure limit, or a batch with no host left, ends the playbook
         return True
 
     def _host_run(self, name: str, play_vars: Mapping[str, Any]) -> HostRun:
@@ -282,10 +289,6 @@ class Runner:
             conn=self.connection(name),
             data=self._data_of(name),
         )
-
-    def _down(self) -> set[str]:
-        """Hosts whose failure was not rescued (nor ignored), or that were unreachable."""
-        return {name for name, counts in self.stats.items() if counts["failed"] or counts["unreachable"]}
 
     def _templated_vars(self, name: str, play_vars: Mapping[str, Any]) -> dict[str, Any]:
         """Inventory, then magic, then play variables: all still templates, rendered on use."""
@@ -391,6 +394,8 @@ class Runner:
             host.failed = True
         if result.status == "unreachable":
             host.unreachable = True
+        if result.status in (Status.FAILED, Status.UNREACHABLE):
+            self._down.add(host.name)
 
     # ---- steps, blocks, tasks ------------------------------------------------------
     def _steps(self, steps: Iterable[Step], hosts: list[HostRun], play: Play, top: bool = True) -> bool:
@@ -421,6 +426,7 @@ class Runner:
                 host.data.update(host.failure)
                 self.stats[host.name]["rescued"] += 1
                 self.stats[host.name]["failed"] -= 1
+                self._down.discard(host.name)
             for host in rescuers:
                 host.failed = False
             self._steps(block.rescue, rescuers, play, top=False)
@@ -457,7 +463,7 @@ class Runner:
             hosts = [runs_on]
         self.emit(TaskStarted(task.display_name, task.module, str(task.location), handler))
         self._in_flight = {h.name: task.display_name for h in hosts}
-        play_magic = magicvars.play_variables(self._play_names, self._batch_names, self._down())
+        play_magic = magicvars.play_variables(self._play_names, self._batch_names, self._down)
         for host in hosts:
             host.inventory_vars.update(play_magic)
 
@@ -619,6 +625,7 @@ class Runner:
                 facts_mod.store(other.data, outcome.set_vars)
             if failed:
                 other.failed = True
+                self._down.add(other.name)
                 other.last_task = task.display_name
 
     def _delegated_connection(
@@ -640,10 +647,13 @@ class Runner:
             return self._delegate_connection(name), None
         except HostUnreachable as exc:
             return host.conn, HostResult(host.name, task.display_name, Status.UNREACHABLE, False, msg=f"{name}: {exc}")
+        except TaskFailed as exc:
+            return host.conn, HostResult(host.name, task.display_name, Status.FAILED, False, msg=exc.msg)
 
     def _delegate_connection(self, name: str) -> Connection:
         """An inventory host (or the implicit localhost) is reached with its own variables;
-        any other name as itself. Its run lock is taken like any host's."""
+        any other name as itself. Its run lock is taken like any host's (a bad
+        rigger_run_lock_wait_s raises TaskFailed naming the host)."""
         with self._delegate_guard:
             try:
                 host_vars = self._connection_vars(name)
@@ -652,11 +662,10 @@ class Runner:
             if name not in self._connections:
                 self._connections[name] = open_connection(name, host_vars)
             conn = self._connections[name]
-        if not self.options.check_mode and to_bool(host_vars.get("rigger_run_lock", True)):
-            wait_s = self._lock_wait_s(host_vars)
-            warning = self._locks.take(name, host_vars, conn, self.owner, 0 if isinstance(wait_s, str) else wait_s)
-            if warning:
-                self.emit(Notice("warning", warning, name))
+        try:
+            self._take_lock(name, host_vars, conn, lambda _: None)
+        except TaskFailed as exc:
+            raise TaskFailed(f"{name}: {exc.msg}") from None
         return conn
 
     def _delegates_facts(self, task: Task) -> bool:

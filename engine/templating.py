@@ -183,9 +183,6 @@ class Scope(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(set(self._templated) | set(self._data) | set(self._pinned))
 
-    def plain(self) -> dict[str, Any]:
-        return {key: self[key] for key in self}
-
 
 def render_text(source: str, scope: Mapping[str, Any]) -> str:
     """A whole template file rendered to text (the ``template`` lookup)."""

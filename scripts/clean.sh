@@ -7,7 +7,8 @@
 # files, the run lock file when no run holds it. As root, what the test suite made on the
 # system: the SSH lab's users (rigger-ssh, rigger-nosudo, rigger-pw, with their homes),
 # /etc/sudoers.d/rigger-tests, the fake NVML builds (/tmp/rigger-fake-nvml-*), the test
-# sessions' homes and lock directories (/tmp/rigger-test-home-*, /tmp/rigger-test-state-*).
+# sessions' lock directories (/tmp/rigger-test-state-*) and the homes older test runs made
+# (/tmp/rigger-test-home-*).
 # Left alone: apt packages (openssh-server, sudo, gcc, git, git-lfs, python3-venv...),
 # which may have been there before; remove them with apt-get if you want.
 set -euo pipefail

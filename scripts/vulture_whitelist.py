@@ -22,7 +22,4 @@ visit_Concat  # Jinja code generator hook (engine/sandbox.py)
 code_generator_class  # Jinja environment hooks (engine/sandbox.py)
 intercepted_binops
 bounded_concat  # called from the code engine/sandbox.py generates for `~`
-# Unused today, left for the Ansible-parity branches working in these files (they may wire
-# them in); remove after those merges if still unused:
-_.plain  # engine/templating.py Scope.plain
 _.peer  # TaskContext.peer: the serving group's modules (issue 15) use it

@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,21 +16,17 @@ import pytest
 from isolated_home import own_run_lock
 
 REPO = Path(__file__).resolve().parent.parent
-STATE_DIR_ENV = "RIGGER_STATE_DIR"  # engine/runlock: where the run lock lives on each host
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Each test run locks hosts under its own state directory, so its rigger runs never
-    meet (or wait for) a user's or another test run's on this machine. World-writable and
-    sticky: the SSH lab's users lock there too (one file per user)."""
-    state_dir = tempfile.mkdtemp(prefix="rigger-test-state-")
-    os.chmod(state_dir, 0o1777)
-    os.environ[STATE_DIR_ENV] = state_dir
+    """Each test run locks hosts under its own state directory (tests/fakes/isolated_home.py),
+    so its rigger runs never meet (or wait for) a user's or another test run's."""
+    os.environ.update(own_run_lock())
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    state_dir = os.environ.pop(STATE_DIR_ENV, "")
-    if os.path.basename(state_dir).startswith("rigger-test-state-"):
+    for name, state_dir in own_run_lock().items():
+        os.environ.pop(name, None)
         shutil.rmtree(state_dir, ignore_errors=True)
 
 

@@ -4,6 +4,7 @@
 # quick when already installed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. scripts/ci/common.sh
 
 ANSIBLE_CORE_VERSION="${ANSIBLE_CORE_VERSION:-2.19.*}"
 PYTHON="${PYTHON:-python3}"
@@ -17,13 +18,7 @@ case "$(installed || true)" in
     2.19.*) ;;
     *)
         rm -rf .venv-ansible
-        if ! "$PYTHON" -m venv .venv-ansible 2>/dev/null; then
-            rm -rf .venv-ansible
-            if [ "$(id -u)" -ne 0 ]; then SUDO="sudo -n"; else SUDO=""; fi
-            $SUDO apt-get update -qq
-            $SUDO apt-get install -y -qq --no-install-recommends python3-venv
-            "$PYTHON" -m venv .venv-ansible
-        fi
+        make_venv .venv-ansible "$PYTHON"
         .venv-ansible/bin/pip install -q --disable-pip-version-check "ansible-core==${ANSIBLE_CORE_VERSION}"
         ;;
 esac

@@ -1,9 +1,11 @@
-"""A home of this test session's own for the rigger CLI runs it starts.
+"""This test session's own run-lock directory: the one place tests keep their rigger runs
+apart from a user's or another test session's on this machine.
 
-The local run lock lives in ``~/.cache/rigger/run.lock``: any other rigger run on this
-machine (another checkout's tests, a demo) would make a test's run fail with RunLocked.
-CLI runs started by the tests get this session's home instead (the tests that check the
-lock still share it with each other); tool caches stay where they were (XDG_CACHE_HOME).
+engine/runlock keeps the lock under ``$RIGGER_STATE_DIR`` when it is set (one file per
+login user, so the SSH lab's users lock there too: the directory is world-writable and
+sticky). conftest puts it in this session's environment at start and removes it at the
+end; ``own_run_lock()`` is the entry for an environment a test builds itself. HOME is left
+alone: the lock no longer lives under it.
 """
 
 from __future__ import annotations
@@ -11,15 +13,17 @@ from __future__ import annotations
 import os
 import tempfile
 from functools import cache
-from pathlib import Path
+
+STATE_DIR_ENV = "RIGGER_STATE_DIR"  # engine/runlock: where the run lock lives on each host
 
 
 @cache
-def _session_home() -> str:
-    return tempfile.mkdtemp(prefix="rigger-test-home-")
+def _session_state_dir() -> str:
+    state_dir = tempfile.mkdtemp(prefix="rigger-test-state-")
+    os.chmod(state_dir, 0o1777)
+    return state_dir
 
 
 def own_run_lock() -> dict[str, str]:
-    """Environment entries that give a CLI run this session's home."""
-    caches = os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache"))
-    return {"HOME": _session_home(), "XDG_CACHE_HOME": caches}
+    """Environment entries that make a rigger run lock hosts under this session's directory."""
+    return {STATE_DIR_ENV: _session_state_dir()}

@@ -1,5 +1,8 @@
 """Broken playbooks and inventories: the real CLI exits 4 with file:line, no traceback,
-and no host is touched (a valid first task that would create a file never runs)."""
+and no host is touched (a valid first task that would create a file never runs).
+
+Real: the CLI in a subprocess, the YAML loader, each module's JSON Schema. Nothing stands in.
+"""
 
 from __future__ import annotations
 
@@ -123,20 +126,94 @@ CASES = {
         "argv",
         7,
     ),
+    # Module arguments of the wrong type, down to list items (each module's JSON Schema).
+    "a_list_where_a_string_belongs": (
+        """\
+            - ensure_absent:
+                path:
+                  - /tmp/x
+        """,
+        "path: ['/tmp/x'] is not of type 'string'",
+        7,
+    ),
+    "a_mapping_where_a_string_belongs": (
+        """\
+            - ensure_absent:
+                path:
+                  at: /tmp/x
+        """,
+        "path: {'at': '/tmp/x'} is not of type 'string'",
+        7,
+    ),
+    "a_number_in_a_list_of_patterns": (
+        """\
+            - ensure_shm_clean:
+                patterns:
+                  - psm_*
+                  - 1
+        """,
+        "patterns.1: 1 is not of type 'string'",
+        9,
+    ),
+    "a_list_in_a_list_of_owners": (
+        """\
+            - ensure_shm_clean:
+                owners:
+                  - [1]
+        """,
+        "owners.0: [1] is not of type 'string', 'integer'",
+        8,
+    ),
+    "a_number_in_a_list_of_key_paths": (
+        """\
+            - patch_quant_config:
+                path: /models/m
+                remove:
+                  config.json:
+                    - quantization_config
+                    - 7
+        """,
+        "remove.config.json.1: 7 is not of type 'string'",
+        11,
+    ),
+    "a_string_where_a_mapping_of_keys_belongs": (
+        """\
+            - patch_quant_config:
+                path: /models/m
+                set:
+                  config.json:
+                    - a
+        """,
+        "set.config.json: ['a'] is not of type 'object'",
+        9,
+    ),
+    "a_list_where_a_mode_belongs": (
+        """\
+            - write_file:
+                path: /tmp/x
+                content: a
+                mode:
+                  - 644
+        """,
+        "mode: [644] is not of type 'string'",
+        9,
+    ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_broken_playbook_exit_4_with_location(rigger, tmp_path, case):
+    """The error line names file:line and says what is wrong there; no traceback, not
+    "a bug" (locating a wrong-typed list item once crashed with exit 250)."""
     body, message, line = CASES[case]
     marker = tmp_path / "touched"
     book = tmp_path / "play.yml"
     book.write_text(_playbook(marker, body))
     run = rigger("run", str(book))
     assert run.rc == 4, run.stderr + run.stdout
-    assert f"{book}:{line}:" in run.stderr, run.stderr
-    assert message in run.stderr
-    assert "Traceback" not in run.stderr + run.stdout
+    located = [text for text in run.stderr.splitlines() if f"{book}:{line}: " in text]
+    assert located and message in located[0], run.stderr
+    assert "Traceback" not in run.stderr + run.stdout and "a bug" not in run.stderr
     assert not marker.exists()
 
 

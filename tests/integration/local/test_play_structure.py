@@ -243,6 +243,51 @@ def test_failed_hosts_leave_later_plays_and_a_failure_limit_ends_the_playbook(tm
     assert "fourth" not in run.stdout
 
 
+def test_a_failed_run_once_task_takes_every_host_of_the_batch_out_of_ansible_play_hosts(tmp_path):
+    """A run_once task fails on h1: its failure is every host's, so all three leave
+    ansible_play_hosts (ansible-core 2.19.14 prints "always []"; it ran the always on h1
+    only, where rigger runs it on all three: each must print the same)."""
+    (tmp_path / "hosts").write_text("h1\nh2\nh3\n")
+    (tmp_path / "p.yml").write_text(
+        """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - block:
+        - command: /bin/false
+          when: inventory_hostname != 'h3'
+          run_once: true
+      always:
+        - debug: msg="always {{ ansible_play_hosts }}"
+"""
+    )
+    run = _run(tmp_path / "p.yml", tmp_path / "hosts")
+    assert run.rc == 2, run.stdout + run.stderr
+    shown = [r["msg"] for r in run.results() if r["status"] == "ok"]
+    assert shown and set(shown) == {"always []"}, shown
+
+
+def test_a_play_whose_every_host_failed_ends_the_playbook(tmp_path):
+    """Every host of play 1's batch fails: ansible-core 2.19.14 runs no later play (its
+    recap has h1 failed=1 and no h2); rigger ran play 2 on h2."""
+    (tmp_path / "hosts").write_text("h1\nh2\n")
+    (tmp_path / "p.yml").write_text(
+        """
+- hosts: h1
+  gather_facts: false
+  tasks:
+    - command: /bin/false
+- hosts: h2
+  gather_facts: false
+  tasks:
+    - debug: msg=second
+"""
+    )
+    run = _run(tmp_path / "p.yml", tmp_path / "hosts")
+    assert run.rc == 2, run.stdout + run.stderr
+    assert [r["host"] for r in run.results()] == ["h1"], run.stdout
+
+
 RESCUE_PLAY = """
 - hosts: all
   gather_facts: false

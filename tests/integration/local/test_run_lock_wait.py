@@ -110,6 +110,25 @@ def test_a_wait_that_is_not_a_number_is_a_clear_error(quick: Path, rigger) -> No
     assert bad.rc == 5 and "--lock-wait" in bad.stderr
 
 
+def test_a_delegated_host_with_a_wait_that_is_not_a_number_fails_naming_it(tmp_path: Path, rigger) -> None:  # type: ignore[no-untyped-def]
+    """delegate_to reaches h2 with h2's own variables: its bad wait fails the task as it
+    would fail h2 itself (it was read as 0 there, and the task ran)."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        "all:\n  hosts:\n    h1: {ansible_connection: local}\n"
+        "    h2: {ansible_connection: local, rigger_run_lock_wait_s: soon}\n"
+    )
+    book = tmp_path / "delegate.yml"
+    book.write_text(
+        f"- hosts: h1\n  gather_facts: false\n  tasks:\n    - command: touch {tmp_path}/ran\n      delegate_to: h2\n"
+    )
+    run = rigger("run", str(book), "-i", str(inventory), "--output", "jsonl")
+    assert run.rc == 2, run.stdout + run.stderr
+    message = run.results()[0]["msg"]
+    assert "h2" in message and "rigger_run_lock_wait_s" in message and "'soon'" in message, message
+    assert not (tmp_path / "ran").exists()
+
+
 def test_test_runs_lock_under_their_own_state_dir_not_the_users(tmp_path: Path, quick: Path, rigger) -> None:  # type: ignore[no-untyped-def]
     """conftest gives each test run a RIGGER_STATE_DIR: a user's own run (default lock
     path under their HOME) and the test's run do not see each other's lock."""
