@@ -210,7 +210,7 @@ def validate(playbook: str, inventories: tuple[str, ...], extra: tuple[str, ...]
 @click.option("-i", "--inventory", "inventories", multiple=True)
 @click.option("-l", "--limit", help="Host pattern (default: all, or localhost without an inventory).")
 def facts(inventories: tuple[str, ...], limit: str | None) -> None:
-    """Print gathered facts of the selected hosts as JSON."""
+    """Print gathered facts of the selected hosts as JSON (rigger's, and Ansible's under ansible_facts)."""
     from engine.connection.factory import open_connection
     from engine.facts import gather
 
@@ -223,7 +223,8 @@ def facts(inventories: tuple[str, ...], limit: str | None) -> None:
     for name in hosts:
         conn = open_connection(name, inventory.host(name).vars)
         try:
-            answer[name] = gather(conn)
+            gathered = gather(conn)
+            answer[name] = {**gathered.own, "ansible_facts": gathered.ansible}
         except RiggerError as exc:
             answer[name] = {"error": str(exc)}
         finally:

@@ -14,7 +14,7 @@ from engine.errors import HostUnreachable, TaskFailed, TemplateError
 from engine.filters import to_bool
 from engine.module_api import Change, Diff, Result, TaskContext, Unchanged
 from engine.output.events import HostResult, Status
-from engine.playbook import Task
+from engine.playbook import Task, TaskOptions
 from engine.probes import ProbeError
 
 
@@ -106,6 +106,17 @@ class _Attempt:
 
 def _failed(msg: str, data: Mapping[str, Any] | None = None) -> _Attempt:
     return _Attempt(status=Status.FAILED, changed=False, msg=msg, data=dict(data or {}))
+
+
+def become_of(options: TaskOptions, scope: Mapping[str, Any]) -> bool:
+    """Whether a task (or a play's fact gathering) runs as root: its ``become``, else the
+    inventory's ``ansible_become``, as in Ansible. TemplateError when it does not render."""
+    become = options.become
+    if become is None:
+        become = scope.get("ansible_become", False)
+    if isinstance(become, str):
+        become = to_bool(templating.render(become, scope))
+    return bool(become)
 
 
 class TaskRunner:
@@ -251,11 +262,7 @@ class TaskRunner:
             spec = registry.get(task.module)
             args = templating.render(task.args, scope)
             environment = templating.render(dict(task.options.environment), scope)
-            become = task.options.become
-            if become is None:  # the inventory's default, as in Ansible
-                become = scope.get("ansible_become", False)
-            if isinstance(become, str):
-                become = to_bool(templating.render(become, scope))
+            become = become_of(task.options, scope)
         except TemplateError as exc:
             return _failed(f"task '{task.display_name}' ({task.location}): {exc}")
         if isinstance(args, Mapping):

@@ -1,12 +1,18 @@
-"""Host facts: the engine's generic ones (identity, OS, CPU, memory, python) plus the
-facts each room contributes through its ``FACTS`` (a ``FactSource``), e.g. the GPU room's
-``gpus``, ``gpu_count`` and ``shm``. Fact names are what playbooks see under ``facts``."""
+"""Host facts, gathered in one round trip per host.
+
+Two kinds: rigger's own under ``facts`` (the engine's generic ones: identity, OS, CPU,
+memory, python; plus what each room contributes through its ``FACTS``, a ``FactSource``,
+e.g. the GPU room's ``gpus``, ``gpu_count`` and ``shm``), and Ansible's setup facts
+(probe ``setup_facts``) under ``ansible_facts`` and, as Ansible injects them
+(INJECT_FACTS_AS_VARS), as ``ansible_<name>`` variables."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from engine import probes
 
 if TYPE_CHECKING:
     from engine.connection.base import Connection
@@ -38,8 +44,48 @@ def defaults() -> dict[str, Any]:
     return merged
 
 
-def gather(conn: Connection) -> dict[str, Any]:
-    facts = conn.run_probe("host", {})
-    for source in sources():
-        facts.update(conn.run_probe(source.probe, {}))
-    return facts
+@dataclass(frozen=True)
+class Gathered:
+    own: dict[str, Any]  # rigger's, the value of ``facts``
+    ansible: dict[str, Any]  # Ansible's setup facts, unprefixed (``ansible_facts``)
+
+
+def gather(conn: Connection, gather_subset: Any = None, *, sudo: bool = False) -> Gathered:
+    """Everything in one round trip: the host probe, each room's, Ansible's setup facts
+    (as root with ``sudo``: a play with ``become`` gathers as root, as Ansible does)."""
+    rooms = tuple(source.probe for source in sources())
+    answer = conn.run_probe(
+        probes.bundle(("host", *rooms, "setup_facts")), {"setup_facts": {"gather_subset": gather_subset}}, sudo=sudo
+    )
+    own = dict(answer["host"])
+    for probe in rooms:
+        own.update(answer[probe])
+    return Gathered(own, answer["setup_facts"])
+
+
+def prefixed(ansible_facts: Mapping[str, Any]) -> dict[str, Any]:
+    """Facts by the names Ansible injects as variables (and the setup module answers):
+    ``ansible_`` + name; ``gather_subset`` and ``module_setup`` as they are."""
+    return {name if name in _UNPREFIXED else f"ansible_{name}": value for name, value in ansible_facts.items()}
+
+
+def store(data: dict[str, Any], set_vars: Mapping[str, Any]) -> None:
+    """A task's variables (or gathered facts) into a host's data. New ``ansible_facts``
+    merge into the host's (as Ansible's fact cache does: a later gathering, or ``setup``
+    with a filter, keeps the other facts) and every fact is injected as a variable
+    (INJECT_FACTS_AS_VARS, on by default)."""
+    new = dict(set_vars)
+    if isinstance(new.get("ansible_facts"), Mapping):
+        merged = {**(data.get("ansible_facts") or {}), **new["ansible_facts"]}
+        new = {**prefixed(merged), **new, "ansible_facts": merged}
+    data.update(new)
+
+
+# keys of Ansible's fact result that are not facts about the host and keep their name
+_UNPREFIXED = frozenset({"gather_subset", "module_setup"})
+
+
+def may_be_fact(name: str) -> bool:
+    """Whether gathering can define ``name`` on some host (``ansible_eth0`` depends on the
+    host, so every ``ansible_*`` name may be one)."""
+    return name in _UNPREFIXED or name.startswith("ansible_")

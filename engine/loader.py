@@ -208,6 +208,7 @@ def _play(data: LocatedDict, base: Path, extra: Mapping[str, Any]) -> Play:
         vars=play_vars,
         vars_files=tuple(str(base / f) if not Path(f).is_absolute() else f for f in _as_tuple(data.get("vars_files"))),
         gather_facts=data.get("gather_facts", True),
+        gather_subset=_as_tuple(data.get("gather_subset")) or ("all",),
         serial=serial,
         max_fail_percentage=data.get("max_fail_percentage"),
         any_errors_fatal=data.get("any_errors_fatal", False),

@@ -31,7 +31,7 @@ from typing import Any
 
 from engine.connection.base import CommandResult, Connection, ScopedConnection
 from engine.errors import CommandFailed, TaskFailed, TemplateError, WriteRefused
-from engine.facts import FactSource
+from engine.facts import FactSource, prefixed
 from engine.keypaths import keypath_diff, same_value
 from engine.probes import ProbeError
 
@@ -52,6 +52,7 @@ __all__ = [
     "content_digest",
     "evaluate",
     "keypath_diff",
+    "prefixed",
     "render",
     "render_text",
     "same_value",

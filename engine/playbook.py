@@ -120,6 +120,7 @@ class Play:
     vars: Mapping[str, Any] = field(default_factory=dict)
     vars_files: tuple[str, ...] = ()
     gather_facts: bool = True
+    gather_subset: tuple[str, ...] = ("all",)  # Ansible's spec, read by the setup_facts probe
     serial: tuple[int | str, ...] = ()
     max_fail_percentage: float | None = None
     any_errors_fatal: bool = False

@@ -27,7 +27,7 @@ from engine.errors import (
     TemplateError,
     ValidationError,
 )
-from engine.executor import ExecOptions, Outcome, PlannedStep, TaskRunner, loop_items
+from engine.executor import ExecOptions, Outcome, PlannedStep, TaskRunner, become_of, loop_items
 from engine.filters import to_bool
 from engine.inventory import select_hosts
 from engine.output.events import (
@@ -307,8 +307,9 @@ class Runner:
         return {**self.inventory.host(name).vars, **magic, **play_vars}
 
     def _data_of(self, name: str) -> dict[str, Any]:
-        """Facts, registered results and set_fact values: kept for the whole run, as in Ansible."""
-        return self._host_data.setdefault(name, {"facts": facts_mod.defaults()})
+        """Facts, registered results and set_fact values: kept for the whole run, as in Ansible
+        (where ``ansible_facts`` is defined, empty, before any gathering)."""
+        return self._host_data.setdefault(name, {"facts": facts_mod.defaults(), "ansible_facts": {}})
 
     def _scope_of(self, name: str) -> templating.Scope:
         """What ``hostvars[name]`` shows: that host's variables in the current play."""
@@ -346,7 +347,10 @@ class Runner:
         def gather(host: HostRun) -> HostResult:
             started = time.monotonic()
             try:
-                host.data["facts"] = facts_mod.gather(host.conn)
+                sudo = become_of(self._play_now.options, self._scope_of(host.name))
+                gathered = facts_mod.gather(host.conn, self._play_now.gather_subset, sudo=sudo)
+                host.data["facts"] = gathered.own
+                facts_mod.store(host.data, {"ansible_facts": gathered.ansible})
                 return HostResult(host.name, "Gathering Facts", Status.OK, False, duration_s=time.monotonic() - started)
             except HostUnreachable as exc:
                 return HostResult(host.name, "Gathering Facts", Status.UNREACHABLE, False, msg=str(exc))
@@ -516,7 +520,7 @@ class Runner:
             host.failure = {"ansible_failed_task": failed_task, "ansible_failed_result": dict(outcome.registered)}
         if task.register:
             host.data[task.register] = outcome.registered
-        self._facts_target(task, host).data.update(outcome.set_vars)
+        facts_mod.store(self._facts_target(task, host).data, outcome.set_vars)
         if outcome.changed and task.notify:
             host.notified.update(task.notify)
 
@@ -636,7 +640,7 @@ class Runner:
             if task.register:
                 other.data[task.register] = outcome.registered
             if not self._delegates_facts(task):
-                other.data.update(outcome.set_vars)
+                facts_mod.store(other.data, outcome.set_vars)
             if failed:
                 other.failed = True
                 self._down.add(other.name)

@@ -1,7 +1,9 @@
 """Catch undefined variables before any host is touched.
 
 Every template in a play is parsed and each name it reads must be defined somewhere:
-inventory, play vars, vars_files, extra vars, facts, magic variables, a ``register``
+inventory, play vars, vars_files, extra vars, facts (rigger's ``facts``; Ansible's
+``ansible_facts`` and any ``ansible_*`` name, which may be a host's fact such as
+``ansible_eth0``), magic variables, a ``register``
 or ``set_fact`` anywhere in the playbook, or a loop variable. Names guarded by
 ``is defined`` / ``is undefined`` / ``default(...)`` are allowed to be missing.
 """
@@ -15,7 +17,7 @@ from typing import Any
 import jinja2
 from jinja2 import meta, nodes
 
-from engine import registry, templating
+from engine import facts, registry, templating
 from engine.errors import ValidationError
 from engine.magicvars import MAGIC_VARIABLES
 from engine.playbook import Inventory, Play, Playbook, Task, all_tasks, play_tasks, walk
@@ -124,22 +126,16 @@ def check(book: Playbook, inventory: Inventory, extra: Mapping[str, Any]) -> Non
 
 def _check_text_set(texts: Iterator[str], known: set[str], file: str, line: int, what: str) -> None:
     for text in texts:
-        missing = sorted(names_read(text) - known)
+        missing = sorted(name for name in names_read(text) - known if not facts.may_be_fact(name))
         if missing:
             hint = registry.suggest(missing[0], sorted(known))
             raise ValidationError(f"{what} uses undefined variable '{missing[0]}'{hint}", file=file, line=line)
 
 
-def _hint(name: str, known: set[str]) -> str:
-    if name.startswith("ansible_") and name not in known:
-        return " (an Ansible setup fact: rigger does not gather those; its own facts are under 'facts')"
-    return registry.suggest(name, sorted(known))
-
-
 def _check_names(read: set[str], known: set[str], task: Task) -> None:
-    missing = sorted(read - known)
+    missing = sorted(name for name in read - known if not facts.may_be_fact(name))
     if missing:
-        hint = _hint(missing[0], known)
+        hint = registry.suggest(missing[0], sorted(known))
         raise ValidationError(
             f"task '{task.display_name}' uses undefined variable '{missing[0]}'{hint}",
             file=task.location.file,

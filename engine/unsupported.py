@@ -35,8 +35,8 @@ _ACCEPTED: dict[str, tuple[Any, ...] | None] = {
     "become_exe": None,
     "become_flags": None,
 }
-# Ignored because they change nothing rigger does (facts are rigger's own; no collections).
-IGNORED_PLAY_KEYS = frozenset({"collections", "gather_subset", "gather_timeout"})
+# Ignored because they change nothing rigger does (gathering takes milliseconds; no collections).
+IGNORED_PLAY_KEYS = frozenset({"collections", "gather_timeout"})
 _HINTS = {
     "strategy": "rigger runs plays with the linear strategy",
     "async": "run long commands as a service, or with command's timeout",

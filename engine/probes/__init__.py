@@ -11,7 +11,8 @@ those while planning.
 
 ``program(name)`` builds one self-contained Python program (the probe plus what it
 uses) that reads its args as JSON on stdin and prints one marked JSON line, so one
-round trip answers the whole question on any transport.
+round trip answers the whole question on any transport. ``bundle(names)`` names a probe
+that runs several in that one round trip (fact gathering: the host's and every room's).
 """
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ RESULT_MARKER = "\x1erigger-probe-result "
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _USES = re.compile(r"^USES\s*=\s*\(([^)]*)\)", re.MULTILINE)
 _MUTATES = re.compile(r"^MUTATES\s*=\s*True\b", re.MULTILINE)
+_BUNDLE_PREFIX = "bundle__"
+_BUNDLE_SOURCE = """\"\"\"Several read-only probes in one round trip: {member: its answer}.\"\"\"
+USES = %(members)r
+def main(args):
+    return {name: call(name, args.get(name)) for name in USES}
+"""
 
 _BOOTSTRAP = r"""
 # rigger-host-process (procs.OWN_MARK: never signalled)
@@ -73,10 +80,22 @@ def probe_paths() -> dict[str, Path]:
     return found
 
 
+def bundle(names: tuple[str, ...]) -> str:
+    """The name of a probe that runs ``names`` (read-only probes) in one round trip; its
+    args are ``{member: that member's args}``, its answer ``{member: that member's answer}``."""
+    for name in names:
+        if "__" in name or probe_mutates(name):
+            raise ProbeError(f"probe {name!r} cannot be bundled")
+    return _BUNDLE_PREFIX + "__".join(names)
+
+
 @cache
 def probe_source(name: str) -> str:
     if not _NAME.match(name):
         raise ProbeError(f"invalid probe name {name!r}")
+    if name.startswith(_BUNDLE_PREFIX):
+        members = tuple(name.removeprefix(_BUNDLE_PREFIX).split("__"))
+        return _BUNDLE_SOURCE % {"members": members}
     path = probe_paths().get(name)
     if path is None:
         raise ProbeError(f"no probe named {name!r}")

@@ -38,7 +38,7 @@ def test_gathered_facts_keep_the_names_playbooks_use():
     """Real: both probes on this machine; the engine merges the GPU room's facts into its own."""
     from engine.facts import gather
 
-    facts = gather(LocalConnection())
+    facts = gather(LocalConnection()).own
     assert {"hostname", "cpu_count", "gpus", "gpu_count", "gpu_backend", "shm", "cuda_version"} <= set(facts)
 
 
