@@ -27,6 +27,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -358,20 +359,30 @@ static unsigned long long used_mib(const fake_gpu *g) {
     if (!(d) || (d) < gpus || (d) >= gpus + gpu_count) return NVML_ERROR_INVALID_ARGUMENT; \
 } while (0)
 
+/* Init is reference-counted, as the real library's: the config (the "driver's" view) is
+ * read by the first init only, so a thread of a multi-host run that initialises while
+ * another holds device handles does not see the GPU table emptied under it. */
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
-    nvmlReturn_t ret;
+    nvmlReturn_t ret = NVML_SUCCESS;
     (void)flags;
-    ret = load_config();
+    pthread_mutex_lock(&init_lock);
+    if (init_count == 0) ret = load_config();
     if (ret == NVML_SUCCESS) init_count++;
+    pthread_mutex_unlock(&init_lock);
     return ret;
 }
 nvmlReturn_t nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
 nvmlReturn_t nvmlInit(void) { return nvmlInitWithFlags(0); }
 
 nvmlReturn_t nvmlShutdown(void) {
-    REQUIRE_INIT();
-    init_count--;
-    return NVML_SUCCESS;
+    nvmlReturn_t ret = NVML_SUCCESS;
+    pthread_mutex_lock(&init_lock);
+    if (init_count <= 0) ret = NVML_ERROR_UNINITIALIZED;
+    else init_count--;
+    pthread_mutex_unlock(&init_lock);
+    return ret;
 }
 
 const char *nvmlErrorString(nvmlReturn_t result) {

@@ -46,6 +46,7 @@ def build(out_dir: Path) -> Path:
         "-Wall",
         "-Wextra",
         "-Werror",
+        "-pthread",
         f"-Wl,-soname,{LIB_NAME}",
         "-o",
         str(target),

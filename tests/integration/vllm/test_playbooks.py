@@ -168,6 +168,33 @@ def test_kimi_on_two_four_gpu_nodes_check_diff_shows_both_ranks_and_changes_noth
     assert not processes_mentioning(str(model)), "check mode started nothing"
 
 
+def test_kimi_on_two_nodes_on_ray_check_diff_plans_the_cluster_then_the_head_only(tmp_path: Path) -> None:
+    """The same play with -e kimi_backend=ray: real Ray's python (.venv-vllm) answers
+    ray_cluster's plan (no node of the cluster runs), nothing is started."""
+    fake = fakenvml.create(tmp_path / "nvml")
+    fake.write([fakenvml.gpu(i) for i in range(4)])
+    model = tmp_path / "Kimi-K2.5-NVFP4"
+    shutil.copytree(FIXTURE, model)
+    nodes = {"kimi-a": "10.1.0.1", "kimi-b": "10.1.0.2"}
+    hosts = {name: {"ansible_connection": "local", "rigger_node_ip": ip, "rigger_node_interface": "ib0"}
+             for name, ip in nodes.items()}  # fmt: skip
+    inventory = tmp_path / "pair.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"kimi_pair": {"hosts": hosts}}}}))
+    extra = {"model_dir": str(model), "download_model": False, "install_vllm": False, "serve_port": free_port(),
+             "kimi_backend": "ray", "kimi_vllm_python": str(require_vllm())}  # fmt: skip
+    events = rigger("playbooks/kimi_k25_two_nodes.yml", "-i", str(inventory), "--check", "--diff",
+                    "-e", json.dumps(extra), env=fake.env())  # fmt: skip
+    assert all(c["failed"] == 0 for c in events[-1]["hosts"].values()), failures(events)
+    done = {(e["task"], e["host"]): e for e in events if e["event"] == "task_result"}
+    cluster = done[("A Ray cluster over both nodes, all 8 GPUs in it (backend ray only)", "kimi-a")]
+    assert cluster["status"] == "changed", cluster
+    assert "kimi-b" in cluster["msg"], cluster["msg"]
+    serve = done[("vLLM serves Kimi-K2.5 on both nodes, TP 4 x PP 2", "kimi-a")]
+    argv = "".join(d["after"] for d in serve["diffs"] if "argv" in d["label"])
+    assert "--distributed-executor-backend ray" in argv and "--nnodes" not in argv, argv
+    assert not processes_mentioning("kimi-k25-pair"), "check mode started nothing"
+
+
 def processes_mentioning(text: str) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
