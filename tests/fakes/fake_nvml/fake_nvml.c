@@ -76,6 +76,15 @@ typedef struct {
 static fake_gpu gpus[MAX_GPUS];
 static fake_proc procs[MAX_PROCS];
 static unsigned int gpu_count, proc_count;
+/* A config is parsed into these, then copied over the live tables in one step: every call
+ * re-reads the config (the "driver's" view is live), and in a multi-host run on one machine
+ * two threads call at once; parsing in place showed the other thread an empty GPU table
+ * ("Invalid Argument" for a handle it held). */
+static fake_gpu staged_gpus[MAX_GPUS];
+static fake_proc staged_procs[MAX_PROCS];
+static unsigned int staged_gpu_count, staged_proc_count;
+static double staged_release_delay_s;
+static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
 static char driver_version[80] = "580.95.05";
 static int cuda_version = 13000;
 static double release_delay_s;
@@ -210,15 +219,15 @@ static void gpu_member(const char *key, cursor *c, void *ctx) {
 
 static void gpu_item(cursor *c, void *ctx) {
     (void)ctx;
-    if (gpu_count >= MAX_GPUS) { skip_value(c); return; }
-    fake_gpu *g = &gpus[gpu_count];
+    if (staged_gpu_count >= MAX_GPUS) { skip_value(c); return; }
+    fake_gpu *g = &staged_gpus[staged_gpu_count];
     memset(g, 0, sizeof *g);
-    g->index = gpu_count;
-    snprintf(g->uuid, sizeof g->uuid, "GPU-fake-%u", gpu_count);
+    g->index = staged_gpu_count;
+    snprintf(g->uuid, sizeof g->uuid, "GPU-fake-%u", staged_gpu_count);
     snprintf(g->name, sizeof g->name, "Fake GPU");
     g->total_mib = 1024;
     parse_object(c, gpu_member, g);
-    gpu_count++;
+    staged_gpu_count++;
 }
 
 static void proc_member(const char *key, cursor *c, void *ctx) {
@@ -232,11 +241,11 @@ static void proc_member(const char *key, cursor *c, void *ctx) {
 
 static void proc_item(cursor *c, void *ctx) {
     (void)ctx;
-    if (proc_count >= MAX_PROCS) { skip_value(c); return; }
-    fake_proc *p = &procs[proc_count];
+    if (staged_proc_count >= MAX_PROCS) { skip_value(c); return; }
+    fake_proc *p = &staged_procs[staged_proc_count];
     memset(p, 0, sizeof *p);
     parse_object(c, proc_member, p);
-    proc_count++;
+    staged_proc_count++;
 }
 
 static void top_member(const char *key, cursor *c, void *ctx) {
@@ -245,7 +254,7 @@ static void top_member(const char *key, cursor *c, void *ctx) {
     else if (!strcmp(key, "processes")) parse_array(c, proc_item, NULL);
     else if (!strcmp(key, "driver_version")) parse_string(c, driver_version, sizeof driver_version);
     else if (!strcmp(key, "cuda_version")) cuda_version = (int)parse_number(c);
-    else if (!strcmp(key, "release_delay_s")) release_delay_s = parse_number(c);
+    else if (!strcmp(key, "release_delay_s")) staged_release_delay_s = parse_number(c);
     else if (!strcmp(key, "init_error")) init_error = (int)parse_number(c);
     else skip_value(c);
 }
@@ -272,13 +281,20 @@ static nvmlReturn_t load_config(void) {
     if (!path || !*path) return NVML_ERROR_DRIVER_NOT_LOADED;
     text = read_all(path);
     if (!text) return NVML_ERROR_DRIVER_NOT_LOADED;
-    gpu_count = proc_count = 0;
-    release_delay_s = 0;
+    pthread_mutex_lock(&config_lock);
+    staged_gpu_count = staged_proc_count = 0;
+    staged_release_delay_s = 0;
     init_error = 0;
     c.p = text;
     c.ok = 1;
     parse_object(&c, top_member, NULL);
     free(text);
+    memcpy(gpus, staged_gpus, staged_gpu_count * sizeof *gpus);
+    memcpy(procs, staged_procs, staged_proc_count * sizeof *procs);
+    gpu_count = staged_gpu_count;
+    proc_count = staged_proc_count;
+    release_delay_s = staged_release_delay_s;
+    pthread_mutex_unlock(&config_lock);
     if (c.ok && init_error) return (nvmlReturn_t)init_error;
     return c.ok ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
 }
@@ -359,16 +375,13 @@ static unsigned long long used_mib(const fake_gpu *g) {
     if (!(d) || (d) < gpus || (d) >= gpus + gpu_count) return NVML_ERROR_INVALID_ARGUMENT; \
 } while (0)
 
-/* Init is reference-counted, as the real library's: the config (the "driver's" view) is
- * read by the first init only, so a thread of a multi-host run that initialises while
- * another holds device handles does not see the GPU table emptied under it. */
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
-    nvmlReturn_t ret = NVML_SUCCESS;
+    nvmlReturn_t ret;
     (void)flags;
+    ret = load_config();
     pthread_mutex_lock(&init_lock);
-    if (init_count == 0) ret = load_config();
     if (ret == NVML_SUCCESS) init_count++;
     pthread_mutex_unlock(&init_lock);
     return ret;
