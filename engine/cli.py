@@ -7,21 +7,61 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import click
 
-from engine import __version__, docs, inventory_list, registry, static_check
+from engine import __version__, config, docs, registry
 from engine.errors import EXIT_BAD_OPTIONS, EXIT_INTERRUPTED, EXIT_UNEXPECTED, OptionsError, RiggerError
-from engine.extravars import parse_all
-from engine.inventory import load_inventory, select_hosts
-from engine.loader import load_playbook
+from engine.inventory import listing, load_inventory, require_limit_matches, select_hosts
+from engine.model import Inventory, Play, Playbook, all_tasks
 from engine.output.console import ConsoleSink
 from engine.output.events import Notice, Sink
 from engine.output.jsonl import JsonlSink
 from engine.plans import commands as plan_commands
-from engine.playbook import all_tasks
-from engine.runner import Runner, RunOptions
+from engine.plans.review import plural
+from engine.plans.secrets import Scrubber
+from engine.playbook import listing as listing_mod
+from engine.playbook import static_check
+from engine.playbook.loader import load_playbook
+from engine.run import quarantine
+from engine.run.runner import Runner, RunOptions
+from engine.templating.extravars import parse_all
+from engine.watch import command as watch_commands
+
+DEFAULT_FORKS = 10
+CONNECTIONS = ("ssh", "smart", "paramiko", "local")
+
+
+@dataclass(frozen=True)
+class AnsibleFlags:
+    """ansible-playbook's flags for the connection, become and what to show instead of running."""
+
+    remote_user: str | None = None
+    become: bool | None = None
+    ask_become_pass: bool = False
+    private_key: str | None = None
+    connection: str | None = None
+    timeout: float | None = None
+    list_hosts: bool = False
+    list_tasks: bool = False
+    syntax_check: bool = False
+    start_at_task: str | None = None
+
+    def as_variables(self, cfg: config.Config) -> dict[str, Any]:
+        """The variables these flags set (below play keywords and inventory variables)."""
+        password = None
+        if self.ask_become_pass or (cfg.get("become_ask_pass") and self.become is not False):
+            password = click.prompt("BECOME password", hide_input=True, default="", show_default=False, err=True)
+        return {
+            "ansible_user": self.remote_user,
+            "ansible_become": True if self.become else None,
+            "ansible_become_password": password or None,
+            "ansible_ssh_private_key_file": self.private_key,
+            "ansible_connection": "local" if self.connection == "local" else None,
+            "ssh_connect_timeout_s": self.timeout,
+        }
 
 
 def _split_tags(values: Sequence[str]) -> frozenset[str]:
@@ -33,6 +73,17 @@ def _sink(output: str, diff: bool, verbosity: int) -> Sink:
         return JsonlSink(sys.stdout)
     colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ
     return ConsoleSink(sys.stdout, colour=colour, show_diff=diff, verbosity=verbosity)
+
+
+# --lock-wait, as run and apply take it
+LOCK_WAIT = click.option(
+    "--lock-wait",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help="Wait up to SECONDS for another rigger run on a host to finish (default: the "
+    "rigger_run_lock_wait_s variable, else 0: fail at once).",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -52,17 +103,32 @@ def cli() -> None:
 @click.option("-D", "--diff", is_flag=True, help="Show diffs of what changes (or would).")
 @click.option("-t", "--tags", multiple=True, help="Only run tasks with these tags.")
 @click.option("--skip-tags", multiple=True, help="Skip tasks with these tags.")
-@click.option("-f", "--forks", default=10, show_default=True, type=click.IntRange(1, 500), help="Hosts in parallel.")
-@click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
 @click.option(
-    "--lock-wait",
-    type=click.FloatRange(min=0),
-    default=None,
-    metavar="SECONDS",
-    help="Wait up to SECONDS for another rigger run on a host to finish (default: the "
-    "rigger_run_lock_wait_s variable, else 0: fail at once).",
+    "-f", "--forks", type=click.IntRange(1, 500), help="Hosts in parallel (default: ansible.cfg's forks, else 10)."
+)
+@click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
+@LOCK_WAIT
+@click.option(
+    "--include-quarantined",
+    is_flag=True,
+    help="Serve on quarantined hosts too (the same as -e rigger_include_quarantined=true).",
 )
 @click.option("-v", "--verbose", count=True, help="More detail (-v shows task data and tracebacks of bugs).")
+@click.option("-u", "--user", "remote_user", help="Connect as this user (below play remote_user and ansible_user).")
+@click.option("-b", "--become", is_flag=True, default=None, help="Run operations as root (sudo).")
+@click.option("-K", "--ask-become-pass", is_flag=True, help="Ask for the sudo password.")
+@click.option("--private-key", "--key-file", "private_key", help="The SSH private key file to use.")
+@click.option(
+    "-c",
+    "--connection",
+    type=click.Choice(CONNECTIONS),
+    help="Connection type (rigger has ssh and local; smart and paramiko mean ssh).",
+)
+@click.option("-T", "--timeout", type=click.FloatRange(min=0), help="Connection timeout in seconds.")
+@click.option("--list-hosts", is_flag=True, help="Print the hosts each play would run on; run nothing.")
+@click.option("--list-tasks", is_flag=True, help="Print the tasks of each play; run nothing.")
+@click.option("--syntax-check", is_flag=True, help="Check the playbook's syntax; run nothing.")
+@click.option("--start-at-task", help="Start at the first task whose name matches (a shell pattern).")
 def run(
     playbook: str,
     inventories: tuple[str, ...],
@@ -72,15 +138,27 @@ def run(
     diff: bool,
     tags: tuple[str, ...],
     skip_tags: tuple[str, ...],
-    forks: int,
+    forks: int | None,
     output: str,
     lock_wait: float | None,
+    include_quarantined: bool,
     verbose: int,
+    **ansible_flags: Any,
 ) -> None:
     """Run PLAYBOOK against the inventory's hosts (without -i only `localhost` exists)."""
+    flags = AnsibleFlags(**ansible_flags)
+    cfg = config.current()
     book = load_playbook(playbook)
-    inventory = load_inventory(inventories, playbook_dir=_playbook_dir(playbook))
+    if flags.syntax_check:
+        click.echo(listing_mod.describe(book, playbook, None, False), nl=False)
+        return
+    inventory = load_inventory(_inventories(inventories), playbook_dir=_playbook_dir(playbook))
     extra_vars = parse_all(extra)
+    if include_quarantined:
+        extra_vars[quarantine.INCLUDE_VAR] = True
+    if flags.list_hosts or flags.list_tasks:
+        click.echo(_listed(book, playbook, inventory, extra_vars, limit, flags), nl=False)
+        return
     static_check.check(book, inventory, extra_vars)
     unused = static_check.unused_extra_vars(book, inventory, extra_vars)
     options = RunOptions(
@@ -89,18 +167,21 @@ def run(
         limit=limit,
         tags=_split_tags(tags),
         skip_tags=_split_tags(skip_tags),
-        forks=forks,
+        forks=forks or int(cfg.get("forks", DEFAULT_FORKS)),
         extra_vars=extra_vars,
         verbosity=verbose,
         lock_wait_s=lock_wait,
+        connection_defaults=config.connection_defaults(cfg, flags.as_variables(cfg)),
+        start_at_task=flags.start_at_task,
     )
-    if limit and inventory.hosts and not select_hosts(inventory, "all", limit):
-        raise RiggerError(f"--limit {limit!r}: the inventory, host pattern and --limit leave no hosts to target")
+    require_limit_matches(inventory, limit)
     sink = _sink(output, diff, verbose)
-    for warning in unused:
+    for warning in [*cfg.warnings(), *unused]:
         sink.emit(Notice("warning", warning))
     runner = Runner(inventory, options, sink.emit)
     code = runner.run(book)
+    if runner.start_at_pending:
+        sink.emit(Notice("error", f"no task matches --start-at-task {flags.start_at_task!r}"))
     sink.close()
     sys.exit(code)
 
@@ -138,7 +219,7 @@ def plan_cmd(
     """Run PLAYBOOK in check mode and save what it would change, for review and apply."""
     request = plan_commands.Request(
         playbook=playbook,
-        inventories=inventories,
+        inventories=_inventories(inventories),
         extra_vars=parse_all(extra),
         limit=limit,
         tags=_split_tags(tags),
@@ -146,8 +227,6 @@ def plan_cmd(
         forks=forks,
         verbosity=verbose,
     )
-    if limit and not select_hosts(load_inventory(inventories), limit):
-        raise OptionsError(f"--limit {limit!r} matches no host in the inventory")
     saved = plan_commands.make_plan(request, out, _sink(output, True, verbose))
     sys.exit(plan_commands.plan_exit_code(saved, detailed_exitcode))
 
@@ -156,8 +235,38 @@ def plan_cmd(
 @click.argument("plan_file", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "html"]), default="text", show_default=True)
 def show(plan_file: str, fmt: str) -> None:
-    """Render a saved plan for review: identical changes across hosts grouped."""
-    click.echo(plan_commands.show(plan_file, fmt), nl=False)
+    """Render a saved plan (or a rollout record) for review: the host-by-task matrix, then
+    each change once. Exits 2 (or the plan's own failure code) when hosts failed while planning."""
+    from engine.baselines import rollout_view
+
+    record = rollout_view.load(plan_file)
+    if record is not None:
+        click.echo(rollout_view.markdown(record) if fmt != "text" else rollout_view.text(record), nl=False)
+        return
+    rendered, code = plan_commands.show(plan_file, fmt)
+    click.echo(rendered, nl=False)
+    sys.exit(code)
+
+
+@cli.command("baselines")
+@click.option("--host", help="Only this host's measurements.")
+@click.option(
+    "--threshold",
+    type=click.FloatRange(min=0, max=1),
+    default=0.25,
+    show_default=True,
+    help="Relative slowdown that counts as a regression or an outlier (beyond the noise band).",
+)
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def baselines_cmd(host: str | None, threshold: float, output: str) -> None:
+    """List the stored serving measurements; flag regressions and slower hosts (outliers)."""
+    from engine.baselines import BaselineStore, report
+
+    rows = report.flagged(report.rows(BaselineStore().measurements(host=host)), relative=threshold)
+    if output == "json":
+        click.echo(json.dumps(report.as_data(rows), indent=2))
+    else:
+        click.echo(report.text(rows), nl=False)
 
 
 @cli.command("apply")
@@ -171,23 +280,28 @@ def show(plan_file: str, fmt: str) -> None:
     show_default=True,
     help="A host that drifted since the review stops: only that host, or every host.",
 )
+@click.option(
+    "-l", "--limit", help="Apply to these of the plan's hosts only (needed for a plan in which hosts failed)."
+)
+@LOCK_WAIT
 @click.option("-f", "--forks", default=10, show_default=True, type=click.IntRange(1, 500), help="Hosts in parallel.")
 @click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
 @click.option("-v", "--verbose", count=True, help="More detail.")
 def apply_cmd(
-    plan_file: str, extra: tuple[str, ...], max_age: str, on_drift: str, forks: int, output: str, verbose: int
-) -> None:
+    plan_file: str, extra: tuple[str, ...], max_age: str, on_drift: str, limit: str | None,
+    lock_wait: float | None, forks: int, output: str, verbose: int,
+) -> None:  # fmt: skip
     """Apply a saved plan: each task is planned again and applied only if it is the reviewed change."""
-    code = plan_commands.apply_plan(
-        plan_file,
-        parse_all(extra),
-        _sink(output, True, verbose),
+    options = plan_commands.ApplyOptions(
+        extra_vars=parse_all(extra),
         max_age_s=plan_commands.parse_age(max_age),
         stop_all=on_drift == "all",
+        limit=limit,
+        lock_wait_s=lock_wait,
         forks=forks,
         verbosity=verbose,
     )
-    sys.exit(code)
+    sys.exit(plan_commands.apply_plan(plan_file, _sink(output, True, verbose), options))
 
 
 @cli.command()
@@ -197,13 +311,14 @@ def apply_cmd(
 def validate(playbook: str, inventories: tuple[str, ...], extra: tuple[str, ...]) -> None:
     """Parse and check PLAYBOOK (and inventories) without connecting to any host."""
     book = load_playbook(playbook)
-    inventory = load_inventory(inventories, playbook_dir=_playbook_dir(playbook))
+    inventory = load_inventory(_inventories(inventories), playbook_dir=_playbook_dir(playbook))
     extra_vars = parse_all(extra)
     static_check.check(book, inventory, extra_vars)
-    for warning in static_check.unused_extra_vars(book, inventory, extra_vars):
+    for warning in [*config.current().warnings(), *static_check.unused_extra_vars(book, inventory, extra_vars)]:
         click.echo(f"[WARNING] {warning}", err=True)
     tasks = sum(1 for _ in all_tasks(book))
-    click.echo(f"{playbook}: valid ({len(book.plays)} plays, {tasks} tasks, {len(inventory.hosts)} hosts in inventory)")
+    counts = f"{plural(len(book.plays), 'play')}, {plural(tasks, 'task')}, {plural(len(inventory.hosts), 'host')}"
+    click.echo(f"{playbook}: valid ({counts} in inventory)")
 
 
 @cli.command()
@@ -214,7 +329,7 @@ def facts(inventories: tuple[str, ...], limit: str | None) -> None:
     from engine.connection.factory import open_connection
     from engine.facts import gather
 
-    inventory = load_inventory(inventories)
+    inventory = load_inventory(_inventories(inventories))
     limit = limit or ("all" if inventory.hosts else "localhost")
     hosts = select_hosts(inventory, limit)
     if not hosts:
@@ -224,7 +339,9 @@ def facts(inventories: tuple[str, ...], limit: str | None) -> None:
         conn = open_connection(name, inventory.host(name).vars)
         try:
             gathered = gather(conn)
-            answer[name] = {**gathered.own, "ansible_facts": gathered.ansible}
+            found = {**gathered.own, "ansible_facts": gathered.ansible}
+            # secret-named values (FOO_TOKEN in ansible_env, an inventory password) never print
+            answer[name] = Scrubber.from_vars([found, inventory.host(name).vars]).value(found)
         except RiggerError as exc:
             answer[name] = {"error": str(exc)}
         finally:
@@ -239,13 +356,68 @@ def facts(inventories: tuple[str, ...], limit: str | None) -> None:
 @click.option("--playbook-dir", type=click.Path(file_okay=False), help="Also read group_vars/host_vars beside it.")
 def inventory_cmd(inventories: tuple[str, ...], as_list: bool, host: str | None, playbook_dir: str | None) -> None:
     """Print the resolved inventory as JSON, in the shape of `ansible-inventory --list`."""
-    inventory = load_inventory(inventories, playbook_dir=playbook_dir)
+    inventory = load_inventory(_inventories(inventories), playbook_dir=playbook_dir)
+    held = _quarantine_entries()
     if host is not None:
         if host not in inventory.hosts:
             raise OptionsError(f"--host {host!r}: no such host in the inventory")
-        click.echo(json.dumps(inventory.hosts[host].vars, indent=4, sort_keys=True, default=str))
+        shown = dict(inventory.hosts[host].vars)
+        if host in held:
+            shown[quarantine.HOST_VAR] = held[host]
+        click.echo(json.dumps(shown, indent=4, sort_keys=True, default=str))
         return
-    click.echo(json.dumps(inventory_list.listing(inventory), indent=4, sort_keys=True, default=str))
+    listed = listing.listing(inventory)
+    for name, entry in held.items():
+        if name in inventory.hosts:  # shown where the host's variables are, as a run sees it
+            listed["_meta"]["hostvars"].setdefault(name, {})[quarantine.HOST_VAR] = entry
+    click.echo(json.dumps(listed, indent=4, sort_keys=True, default=str))
+
+
+def _quarantine_entries() -> dict[str, dict[str, Any]]:
+    try:
+        return quarantine.load()
+    except (OSError, ValueError) as exc:
+        raise OptionsError(f"cannot read the quarantine file {quarantine.path()}: {exc}; fix or remove it") from None
+
+
+@cli.group("quarantine")
+def quarantine_cmd() -> None:
+    """Hosts quarantined on this controller (a refused GPU health verdict): serving skips them."""
+
+
+@quarantine_cmd.command("list")
+def quarantine_list() -> None:
+    """Print the quarantined hosts as JSON: host -> reason, task, since."""
+    click.echo(json.dumps(_quarantine_entries(), indent=2, sort_keys=True))
+
+
+@quarantine_cmd.command("clear")
+@click.argument("host")
+def quarantine_clear(host: str) -> None:
+    """End HOST's quarantine (after the GPU was reset, the host rebooted or repaired)."""
+    _quarantine_entries()
+    if not quarantine.clear(host):
+        raise OptionsError(f"{host!r} is not quarantined (`rigger quarantine list` shows who is)")
+    click.echo(f"{host}: quarantine cleared ({quarantine.path()})")
+
+
+def _listed(
+    book: Playbook, shown: str, inventory: Inventory, extra_vars: dict[str, Any], limit: str | None, flags: AnsibleFlags
+) -> str:
+    """--list-hosts / --list-tasks: each play's keywords rendered as the run would render them."""
+    renderer = Runner(inventory, RunOptions(extra_vars=extra_vars, limit=limit), lambda _: None)
+    plays = [renderer.rendered_play(play, book) for play in book.plays]
+    rendered = replace(book, plays=tuple(plays))
+
+    def select(play: Play) -> list[str]:
+        return select_hosts(inventory, play.hosts, limit)
+
+    return listing_mod.describe(rendered, shown, select if flags.list_hosts else None, flags.list_tasks)
+
+
+def _inventories(given: tuple[str, ...]) -> tuple[str, ...]:
+    """-i, else ansible.cfg's (or ANSIBLE_INVENTORY's) inventory, as ansible-playbook reads it."""
+    return given or tuple(config.current().get("inventory", ()))
 
 
 def _playbook_dir(playbook: str) -> str:
@@ -263,7 +435,7 @@ def list_modules() -> None:
 
 @cli.command()
 @click.argument("module")
-@click.option("--markdown", is_flag=True, help="Markdown (for the README).")
+@click.option("--markdown", is_flag=True, help="Markdown: the page in docs/modules/.")
 def doc(module: str, markdown: bool) -> None:
     """Show MODULE's arguments, generated from its JSON Schema."""
     if module not in registry.module_names():
@@ -310,6 +482,11 @@ def _invoke(call: Callable[[], Any]) -> int:
         if os.environ.get("RIGGER_DEBUG"):
             traceback.print_exc()
         return EXIT_UNEXPECTED
+
+
+cli.add_command(watch_commands.watch)
+cli.add_command(watch_commands.watch_status)
+cli.add_command(watch_commands.watch_resume)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from engine import registry
 from engine.registry import ModuleSpec
 
 
@@ -38,17 +40,31 @@ def argument_rows(spec: ModuleSpec) -> list[dict[str, str]]:
     return rows
 
 
+CHECK_MODE_WORDS = {
+    "plan": "predicts its changes (plan)",
+    "skip": "skipped (cannot predict)",
+    "measure": "skipped (measures only for real)",
+    "read-only": "runs (read-only: touches nothing)",
+}
+
+
+def examples_path(name: str) -> Path:
+    """Where module ``name``'s EXAMPLES live: ``modules/<room>/examples/<name>.yml``, a list
+    of tasks to copy (kept beside the room, apart from the module's code)."""
+    return registry.ROOMS_DIR / registry.room_of(name) / "examples" / f"{name}.yml"
+
+
+def examples_of(spec: ModuleSpec) -> str:
+    path = examples_path(spec.name)
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+
+
 def render_text(spec: ModuleSpec) -> str:
     lines = [f"{spec.name}: {spec.summary}", ""]
-    body = spec.doc.split("\n", 1)[1].strip() if "\n" in spec.doc else ""
+    body = spec.details
     if body:
         lines += [body, ""]
-    check = {
-        "plan": "predicts its changes (plan)",
-        "skip": "skipped (cannot predict)",
-        "read-only": "runs (read-only: touches nothing)",
-    }
-    lines.append(f"check mode: {check[spec.check_mode]}")
+    lines.append(f"check mode: {CHECK_MODE_WORDS[spec.check_mode]}")
     if spec.free_form:
         lines.append(f"free form: a string argument is taken as '{spec.free_form}'")
     lines += ["", "ARGUMENTS"]
@@ -65,17 +81,53 @@ def render_text(spec: ModuleSpec) -> str:
             extra.append(f"choices: {row['choices']}")
         lines.append(f"  {row['name']} ({', '.join(extra)})")
         lines.append(f"      {row['description']}")
+    examples = examples_of(spec)
+    if examples:
+        lines += ["", "EXAMPLES", "", *(f"  {line}".rstrip() for line in examples.splitlines())]
     return "\n".join(lines) + "\n"
 
 
+def _markdown_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
 def render_markdown(spec: ModuleSpec) -> str:
-    lines = [f"### `{spec.name}`", "", spec.summary, ""]
+    """One module's page (docs/modules/NAME.md, `rigger doc --markdown NAME`)."""
+    lines = [f"# `{spec.name}`", "", spec.summary, ""]
+    body = spec.details
+    if body:
+        lines += [body, ""]
+    lines.append(f"Check mode: {CHECK_MODE_WORDS[spec.check_mode]}.")
+    if spec.free_form:
+        lines.append(f"Free form: a string argument is taken as `{spec.free_form}`.")
+    lines += ["", "## Arguments", ""]
     rows = argument_rows(spec)
     if rows:
         lines += ["| argument | type | required | default | description |", "|---|---|---|---|---|"]
         for row in rows:
             desc = row["description"] + (f" Choices: {row['choices']}." if row["choices"] else "")
-            lines.append(f"| `{row['name']}` | {row['type']} | {row['required']} | {row['default']} | {desc} |")
+            cells = [f"`{row['name']}`", row["type"], row["required"], row["default"], desc]
+            lines.append("| " + " | ".join(_markdown_cell(cell) for cell in cells) + " |")
     else:
         lines.append(spec.schema.get("description", ""))
+    examples = examples_of(spec)
+    if examples:
+        lines += ["", "## Examples", "", "```yaml", examples, "```"]
+    return "\n".join(lines) + "\n"
+
+
+def render_index(specs: list[tuple[str, ModuleSpec]]) -> str:
+    """docs/modules/README.md: every module by room, linked to its page."""
+    lines = [
+        "# Module reference",
+        "",
+        "Generated from each module's docstring and JSON Schema by `scripts/gen_module_docs.py`"
+        " (a test fails when these pages are stale); `rigger doc NAME` shows the same in the terminal.",
+    ]
+    room = None
+    for room_name, spec in specs:
+        if room_name != room:
+            room = room_name
+            lines += ["", f"## {room}", "", "| module | check mode | what it does |", "|---|---|---|"]
+        lines.append(f"| [`{spec.name}`]({spec.name}.md) | {spec.check_mode} | {_markdown_cell(spec.summary)} |")
     return "\n".join(lines) + "\n"

@@ -14,7 +14,11 @@ defining a docstring, ``SCHEMA`` (JSON Schema; every argument has a ``descriptio
   whole job and returns ``Unchanged`` (its ``msg``, ``data``, ``warnings``, ``set_vars``),
   or raises ``TaskFailed``. It therefore runs the same in check mode.
 - ``CHECK_MODE = "skip"`` marks a module whose plan cannot tell what apply would do
-  (``command``): in check mode its task is skipped.
+  (``command``): in check mode its task is skipped. ``CHECK_MODE = "measure"``: one
+  that changes nothing but measures only for real (``check_serving``'s benchmark):
+  skipped in check mode too, and never counted as a change in a saved plan.
+- A ``Change`` declares its ``effects`` (what the host looks like after apply): planning
+  carries them forward, so later tasks plan against them (engine/connection/predicted.py).
 - A failure on the host is ``TaskFailed`` (or ``ProbeError``, ``CommandFailed``, an
   ``OSError``): the engine reports it as the task's failure, naming the host. Anything
   else escaping a module is reported as a bug in rigger.
@@ -29,31 +33,55 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from engine.baselines import BaselineKey, BaselineStore, Measurement
+from engine.baselines.noise import Verdict, judge
+from engine.commandline import APT_PACKAGE, PIP_REQUIREMENT, command_line, operand, operands
 from engine.connection.base import CommandResult, Connection, ScopedConnection
+from engine.connection.effects import Effect, Fills, Removes, Starts, Stops, Writes
 from engine.errors import CommandFailed, TaskFailed, TemplateError, WriteRefused
 from engine.facts import FactSource, prefixed
 from engine.keypaths import keypath_diff, same_value
 from engine.probes import ProbeError
+from engine.run.batches import batch_size, batches
 
 __all__ = [
+    "APT_PACKAGE",
+    "PIP_REQUIREMENT",
+    "BaselineKey",
+    "BaselineStore",
     "Change",
     "CommandFailed",
     "CommandResult",
     "Diff",
+    "Effect",
     "FactSource",
+    "Fills",
+    "Measurement",
     "ProbeError",
+    "Removes",
     "Result",
     "ScopedConnection",
+    "Starts",
+    "Stops",
     "TaskContext",
     "TaskFailed",
     "TemplateError",
     "Unchanged",
+    "Verdict",
     "WriteRefused",
+    "Writes",
+    "batch_size",
+    "batches",
+    "command_line",
     "content_digest",
     "evaluate",
+    "judge",
     "keypath_diff",
+    "operand",
+    "operands",
     "prefixed",
     "render",
+    "render_loaded",
     "render_text",
     "same_value",
     "to_bool",
@@ -77,12 +105,22 @@ class Change:
     (``file:/etc/x.json`` -> its sha256, ``process:4242`` -> its start time and command,
     ``package:vllm`` -> a version). A saved plan is applied only while it still matches,
     so include what would make the reviewed change wrong if it moved; never a secret.
+
+    ``effects`` say what the host looks like after apply (``Writes``, ``Removes``,
+    ``Fills``, ``Stops``, ``Starts``): planning carries them forward, so a later task's
+    plan reads the files, processes and servers this change would leave. Declare every
+    effect a later task could read; what is not declared is read from the host as it is.
     """
 
     summary: str
     diffs: tuple[Diff, ...] = ()
     payload: Mapping[str, Any] = field(default_factory=dict)
     fingerprint: Mapping[str, str] = field(default_factory=dict)
+    effects: tuple[Effect, ...] = ()
+    # The class of change, for policies that allow some and not others (``rigger watch``
+    # heals ``serve_vllm:down`` but leaves ``serve_vllm:spec`` to a person): a short word
+    # the module documents, "" when the module has one kind of change only.
+    kind: str = ""
 
 
 def content_digest(data: bytes | None) -> str:
@@ -167,6 +205,26 @@ def render(value: Any, variables: Mapping[str, Any]) -> Any:
     return templating.render(value, variables)
 
 
+def render_loaded(loaded: Mapping[str, Any], variables: Mapping[str, Any]) -> dict[str, Any]:
+    """Variables a task read from a user's file (``include_vars``), each rendered with the
+    others beside the task's variables, as Ansible renders vars files; a value that
+    cannot be rendered yet (it names a variable defined later) is kept as written."""
+    from engine import templating
+
+    scope = (
+        variables.layered(loaded)
+        if isinstance(variables, templating.Scope)
+        else templating.Scope({**variables, **loaded}, {})
+    )
+    rendered = {}
+    for key in loaded:
+        try:
+            rendered[key] = scope[key]
+        except TemplateError:
+            rendered[key] = loaded[key]
+    return rendered
+
+
 def render_text(source: str, variables: Mapping[str, Any]) -> str:
     """A whole template file rendered to text: never a native value, trailing newline kept."""
     from engine import templating
@@ -183,6 +241,6 @@ def evaluate(expression: Any, variables: Mapping[str, Any]) -> Any:
 
 def to_bool(value: Any) -> bool:
     """Ansible's truthiness of a value ("yes", "on", 1, ...)."""
-    from engine.filters import to_bool as convert
+    from engine.templating.filters import to_bool as convert
 
     return convert(value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -19,10 +20,15 @@ from typing import Any
 
 import jsonschema
 
+from engine import argvalues
 from engine.errors import RiggerError
 
 ROOMS_DIR = Path(__file__).resolve().parent.parent / "modules"
-CHECK_MODES = ("plan", "skip")  # a read-only module (no apply) runs the same in check mode
+# A read-only module (no apply) runs the same in check mode. "measure": a module that
+# changes nothing but measures only for real (a benchmark): skipped in check mode, and
+# never counted or listed as a change in a saved plan.
+CHECK_MODES = ("plan", "skip", "measure")
+CHANGES_NOTHING = ("read-only", "measure")  # check modes of modules that never change a host
 
 
 class ModuleDefinitionError(RiggerError):
@@ -38,8 +44,15 @@ class ModuleSpec:
     validator: Any
     plan: Callable[..., Any]
     apply: Callable[..., Any] | None  # None: read-only, plan() does the whole job
-    check_mode: str  # plan | skip | read-only
+    check_mode: str  # plan | skip | measure | read-only
     free_form: str | None
+    details: str = ""  # the docstring after its summary sentence
+    # arguments that are paths on the host: ``~`` and ``$VAR`` expanded there before plan(),
+    # as Ansible's ``type='path'`` arguments are (the module's HOST_PATHS)
+    host_paths: tuple[str, ...] = ()
+    # A serving module's quarantine_skips(args): true when this call serves, so a quarantined
+    # host skips it (engine/run/quarantine.py); None: the module never skips for quarantine.
+    quarantine_skips: Callable[[Mapping[str, Any]], bool] | None = None
 
     def coerced(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Strings (``-e port=8000``, a rendered template) become the declared scalar type."""
@@ -95,6 +108,11 @@ def _room_of() -> dict[str, str]:
     return found
 
 
+def room_of(name: str) -> str:
+    """The room (``modules/<room>/``) that holds module ``name``."""
+    return _room_of()[name]
+
+
 @cache
 def module_names() -> tuple[str, ...]:
     return tuple(sorted(_room_of()))
@@ -107,15 +125,21 @@ ANSIBLE_BUILTINS = frozenset(
     {
         "apt",
         "assert",
+        "blockinfile",
         "command",
         "copy",
         "debug",
         "fail",
         "file",
         "group",
+        "hostname",
+        "include_vars",
         "lineinfile",
+        "package",
         "pip",
+        "raw",
         "set_fact",
+        "setup",
         "shell",
         "stat",
         "template",
@@ -164,6 +188,20 @@ def get(name: str) -> ModuleSpec:
     return _spec_of(name, module)
 
 
+# A sentence ends at . ? or ! before a capital, a backquote or a parenthesis: not "e.g. again".
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z`(])")
+
+
+def split_doc(doc: str) -> tuple[str, str]:
+    """A module docstring as its summary (the first sentence, whole, however many lines it
+    spans) and the rest (the first paragraph's other sentences, then the other paragraphs)."""
+    first, _, others = doc.strip().partition("\n\n")
+    paragraph = " ".join(line.strip() for line in first.splitlines())
+    parts = _SENTENCE_END.split(paragraph, maxsplit=1)
+    summary, more = parts[0], parts[1] if len(parts) > 1 else ""
+    return summary, "\n\n".join(part for part in (more, others.strip()) if part)
+
+
 def _spec_of(name: str, module: Any) -> ModuleSpec:
     missing = [attr for attr in ("SCHEMA", "plan") if not hasattr(module, attr)]
     if missing or not module.__doc__:
@@ -180,14 +218,18 @@ def _spec_of(name: str, module: Any) -> ModuleSpec:
     if apply is None:
         check_mode = "read-only"
     doc = module.__doc__.strip()
+    summary, details = split_doc(doc)
     return ModuleSpec(
         name=name,
-        summary=doc.splitlines()[0],
+        summary=summary,
+        details=details,
         doc=doc,
         schema=schema,
-        validator=jsonschema.Draft202012Validator(schema),
+        validator=argvalues.validator(schema),
         plan=module.plan,
         apply=apply,
         check_mode=check_mode,
         free_form=getattr(module, "FREE_FORM", None),
+        host_paths=tuple(getattr(module, "HOST_PATHS", ())),
+        quarantine_skips=getattr(module, "quarantine_skips", None),
     )

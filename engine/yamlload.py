@@ -74,7 +74,11 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LocatedDict:
         try:
             hash(key)
         except TypeError:
-            raise ValidationError("a mapping key must be a plain value", file=mapping.file, line=line) from None
+            raise ValidationError(
+                "a mapping key must be a plain value (a value that starts with '{{' must be quoted: msg: \"{{ x }}\")",
+                file=mapping.file,
+                line=line,
+            ) from None
         is_explicit = id(key_node) in explicit
         if is_explicit and key in explicit_keys:
             raise ValidationError(
@@ -164,33 +168,79 @@ def load_text(text: str, name: str) -> Any:
             return loader.construct_document(node)
         finally:
             loader.dispose()
-    except yaml.scanner.ScannerError as exc:
-        raise _scanner_error(exc, name) from None
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        problem = " ".join(part for part in (exc.context, exc.problem) if part)
-        raise ValidationError(f"invalid YAML: {problem}", file=name, line=line) from None
+        raise _explained(exc, name) from None
     except yaml.YAMLError as exc:
         raise ValidationError(f"invalid YAML: {exc}", file=name) from None
     except RecursionError:
         raise ValidationError("nested too deeply", file=name) from None
 
 
-def _scanner_error(exc: yaml.scanner.ScannerError, name: str) -> ValidationError:
-    """Point at where the token began (an opening quote), not where the scanner gave up:
-    an unclosed quote is found only at the end of the file."""
+def _explained(exc: yaml.MarkedYAMLError, name: str) -> ValidationError:
+    """PyYAML's error in plain words, at the line of the mistake: the parser notices an
+    unclosed bracket or quote only on a later line (or at the end of the file), so those
+    point where the bracket or quote opened."""
     start, found = exc.context_mark, exc.problem_mark
-    if start is None or found is None or start.line == found.line:
-        mark = found or start
-        problem = " ".join(part for part in (exc.context, exc.problem) if part)
-        return ValidationError(f"invalid YAML: {problem}", file=name, line=mark.line + 1 if mark else None)
-    unclosed = " (a quote opened here is never closed?)" if "quoted scalar" in (exc.context or "") else ""
-    return ValidationError(
-        f"invalid YAML: {exc.context} that starts here{unclosed}: {exc.problem} at line {found.line + 1}",
-        file=name,
-        line=start.line + 1,
-    )
+    context, problem = exc.context or "", exc.problem or ""
+    at = found or start
+    line = at.line + 1 if at else None
+    later = f" (YAML noticed at line {found.line + 1})" if found and start and found.line != start.line else ""
+    if start is not None and context.startswith("while parsing a flow "):
+        opener, closer, kind = ("[", "]", "list") if "sequence" in context else ("{", "}", "mapping")
+        return ValidationError(
+            f"invalid YAML: the {kind} '{opener}' opened on this line is never closed with '{closer}'{later}."
+            f" Close it, or quote the whole value if the brackets are text (a value starting with"
+            f" '{{{{' must be quoted: msg: \"{{{{ x }}}}\")",
+            file=name,
+            line=start.line + 1,
+        )
+    if start is not None and "quoted scalar" in context:
+        return ValidationError(
+            f"invalid YAML: the quote opened on this line is never closed{later}. Add the closing quote",
+            file=name,
+            line=start.line + 1,
+        )
+    if start is not None and "could not find expected ':'" in problem:
+        return ValidationError(
+            f"invalid YAML: a key without its ':'{later}. Write 'key: value' (or '- item' in a list)",
+            file=name,
+            line=start.line + 1,
+        )
+    if "mapping values are not allowed" in problem and _continues_a_bare_word(found):
+        return ValidationError(
+            "invalid YAML: a key without its ':' (YAML read the next line as more of it)."
+            " Write 'key: value' (or '- item' in a list)",
+            file=name,
+            line=line - 1 if line else None,
+        )
+    if "mapping values are not allowed" in problem:
+        message = (
+            "invalid YAML: a ':' YAML cannot take here. A value that contains ': ' must be quoted"
+            ' (msg: "a: b"); a key on its own line must be indented like the keys beside it, not more'
+        )
+        return ValidationError(message, file=name, line=line)
+    if "expected <block end>" in problem:
+        where = f" (the block it belongs to starts at line {start.line + 1})" if start is not None else ""
+        return ValidationError(
+            f"invalid YAML: this line is indented differently from the lines before it{where}."
+            " Indent it with spaces like the keys or '- ' items it goes with",
+            file=name,
+            line=line,
+        )
+    if "'\\t'" in problem:
+        return ValidationError("invalid YAML: a tab character: YAML indents with spaces only", file=name, line=line)
+    words = " ".join(part for part in (context, problem) if part)
+    return ValidationError(f"invalid YAML: {words}", file=name, line=line)
+
+
+def _continues_a_bare_word(found: Any) -> bool:
+    """Whether the line before ``found`` is a bare word, a key that lost its ':' (``tasks``
+    above an indented ``- item``): YAML then reads both lines as one value."""
+    buffer = getattr(found, "buffer", None)
+    if not isinstance(buffer, str) or found.line == 0:
+        return False
+    before = buffer.split("\n")[found.line - 1].strip()
+    return bool(before) and ":" not in before and not before.startswith(("-", "#", '"', "'"))
 
 
 def read_bounded(path: str | Path) -> bytes:

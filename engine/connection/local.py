@@ -19,8 +19,8 @@ from typing import Any
 from engine import probes
 from engine.connection.base import CommandResult, raise_for_status
 from engine.connection.capture import drain
-from engine.errors import CommandFailed
-from engine.probes.fileio import write_atomic
+from engine.errors import CommandFailed, TaskFailed
+from engine.probes.fileio import read_bytes, write_atomic
 from engine.runlock import LockHolder, holder_program
 from engine.runlock.holders import ProcessHolder, start_holder
 
@@ -101,17 +101,19 @@ class LocalConnection:
             answer = self.run_probe("fileio", {"op": "read", "path": path}, sudo=True)
             return base64.b64decode(answer["data"]) if answer["exists"] else None
         try:
-            with open(path, "rb") as handle:
-                return handle.read()
-        except FileNotFoundError:
-            return None
+            return read_bytes(path)  # the guarded read: regular files, bounded, trusted links only
+        except OSError as exc:
+            raise TaskFailed(f"cannot read {path}: {exc.strerror or exc}") from None
 
     def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: bool = False) -> None:
         if _needs_sudo(sudo):
             payload = {"op": "write", "path": path, "data": base64.b64encode(data).decode(), "mode": mode}
             self.run_probe("fileio", payload, sudo=True)
             return
-        atomic_write(path, data, mode)
+        try:
+            atomic_write(path, data, mode)
+        except OSError as exc:
+            raise TaskFailed(f"cannot write {path}: {exc.strerror or exc}; the file is unchanged") from None
 
     def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool = False) -> dict[str, Any]:
         if not _needs_sudo(sudo):

@@ -133,6 +133,8 @@ class ConsoleSink:
             stopped = recap.stopped.get(host)
             suffix = f"  (stopped at: {stopped})" if stopped else ""
             self._write(f"{host.ljust(width)} : {'  '.join(parts)}{suffix}\n")
+        for host, why in recap.quarantined.items():
+            self._write(self._paint("failed", f"quarantined: {host}: {why}") + "\n")
         mode = " in check mode (nothing was changed)" if recap.check_mode else ""
         self._write(f"finished in {recap.duration_s:.2f}s{mode}\n")
 

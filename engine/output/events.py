@@ -58,6 +58,11 @@ class HostResult:
     planned: str = ""
     summary: str = ""
     fingerprint: Mapping[str, str] = field(default_factory=dict)
+    # "after-apply": the earlier task whose output this task's plan waits for.
+    depends_on: str = ""
+    # What the change does to running things: "stops vLLM pid 4242 ...", "starts ... argv".
+    impact: tuple[str, ...] = ()
+    change_kind: str = ""  # the Change's ``kind`` ("down", "spec"): what class of change it is
 
     def masked(self) -> HostResult:
         if not self.no_log:
@@ -77,6 +82,8 @@ class HostResult:
             no_log=True,
             location=self.location,
             planned=self.planned,
+            depends_on=self.depends_on,
+            change_kind=self.change_kind,
         )
 
 
@@ -105,6 +112,8 @@ class Recap:
     duration_s: float
     check_mode: bool
     stopped: Mapping[str, str] = field(default_factory=dict)
+    # host -> why it is quarantined on the controller (engine/run/quarantine.py)
+    quarantined: Mapping[str, str] = field(default_factory=dict)
 
 
 Event = PlayStarted | TaskStarted | HostResult | TaskFinished | Progress | Notice | Recap

@@ -39,6 +39,7 @@ def event_dict(event: Event) -> dict[str, Any]:
             "duration_s": round(event.duration_s, 3),
             "check_mode": event.check_mode,
             "stopped": body["stopped"],
+            "quarantined": body["quarantined"],
         }
     return {"event": _NAMES[type(event)], **body}
 

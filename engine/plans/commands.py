@@ -6,14 +6,15 @@ import hashlib
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from engine import __version__, static_check
-from engine.errors import EXIT_ERROR, EXIT_OK, OptionsError, RiggerError
-from engine.inventory import load_inventory
-from engine.loader import load_playbook
+from engine import __version__
+from engine.connection.warm import WarmConnections
+from engine.errors import EXIT_ERROR, EXIT_OK, EXIT_TASK_FAILED, OptionsError, RiggerError
+from engine.inventory import load_inventory, require_limit_matches, select_hosts
+from engine.model import Inventory, Playbook
 from engine.output.events import Event, Notice, Sink
 from engine.plans import planfile
 from engine.plans.gate import ApplyGate
@@ -23,8 +24,9 @@ from engine.plans.recorder import Masking, PlanRecorder
 from engine.plans.render import markdown, text
 from engine.plans.review import review
 from engine.plans.secrets import Scrubber, sealed
-from engine.playbook import Inventory, Playbook
-from engine.runner import Runner, RunOptions
+from engine.playbook import static_check
+from engine.playbook.loader import load_playbook
+from engine.run.runner import Runner, RunOptions
 from engine.yamlload import files_read, load_file
 
 # `rigger plan --detailed-exitcode` when changes are pending. Not 2 (Ansible's and
@@ -51,6 +53,7 @@ class Request:
     skip_tags: frozenset[str] = frozenset()
     forks: int = 10
     verbosity: int = 0
+    lock_wait_s: float | None = None
 
 
 class Tee:
@@ -66,10 +69,24 @@ class Tee:
             sink.close()
 
 
-def _loaded(request: Request) -> tuple[Playbook, Inventory]:
+def normalised(request: Request) -> Request:
+    """The one place paths are made absolute: the playbook (so task locations, which the
+    apply gate matches on, read the same from any working directory) and the inventories.
+    Digests of the files read are keyed by resolved path in engine.yamlload."""
+    return replace(
+        request,
+        playbook=str(Path(request.playbook).resolve()),
+        inventories=tuple(str(Path(p).resolve()) for p in request.inventories),
+    )
+
+
+def loaded(request: Request) -> tuple[Playbook, Inventory]:
+    """The playbook and inventory of the request (normalised here too), checked."""
+    request = normalised(request)
     book = load_playbook(request.playbook)
-    inventory = load_inventory(request.inventories)
+    inventory = load_inventory(request.inventories, playbook_dir=Path(request.playbook).parent)
     static_check.check(book, inventory, request.extra_vars)
+    require_limit_matches(inventory, request.limit)
     return book, inventory
 
 
@@ -104,7 +121,7 @@ def _file_digest(salt: bytes, data: bytes) -> str:
 
 def _inputs(request: Request, inventory: Inventory, salt: bytes) -> Inputs:
     return Inputs(
-        playbook=str(Path(request.playbook).resolve()),
+        playbook=request.playbook,
         files={path: _file_digest(salt, data) for path, data in sorted(files_read().items())},
         inventory=sealed(salt, _inventory_material(inventory)),
         extra_vars=sealed(salt, dict(request.extra_vars)),
@@ -122,22 +139,24 @@ def _run_options(request: Request, check_mode: bool, gate: ApplyGate | None = No
         extra_vars=request.extra_vars,
         verbosity=request.verbosity,
         before_apply=gate,
+        lock_wait_s=request.lock_wait_s,
     )
 
 
 # ---- plan ---------------------------------------------------------------------------
 
 
-def make_plan(request: Request, out: str, display: Sink) -> Plan:
+def make_plan(request: Request, out: str, display: Sink, warm: WarmConnections | None = None) -> Plan:
     """Run the playbook in check mode and save what it would change to ``out``."""
     folder = Path(out).resolve().parent
     if not folder.is_dir() or not os.access(folder, os.W_OK):
         raise OptionsError(f"-o {out}: {folder} is not a writable directory")
-    book, inventory = _loaded(request)
+    request = normalised(request)
+    book, inventory = loaded(request)
     salt = os.urandom(16)
     recorder = PlanRecorder(Masking(scrubber_for(book, inventory, request.extra_vars), salt))
     tee = Tee(display, recorder)
-    runner = Runner(inventory, _run_options(request, check_mode=True), tee.emit)
+    runner = Runner(inventory, _run_options(request, check_mode=True), tee.emit, warm=warm)
     code = runner.run(book)
     plan = Plan(
         rigger_version=__version__,
@@ -145,7 +164,7 @@ def make_plan(request: Request, out: str, display: Sink) -> Plan:
         salt=salt.hex(),
         inputs=_inputs(request, inventory, salt),
         options=Options(
-            inventories=tuple(str(Path(p).resolve()) for p in request.inventories),
+            inventories=request.inventories,
             limit=request.limit,
             tags=tuple(sorted(request.tags)),
             skip_tags=tuple(sorted(request.skip_tags)),
@@ -155,15 +174,25 @@ def make_plan(request: Request, out: str, display: Sink) -> Plan:
     )
     planfile.save(plan, out)
     rev = review(plan)
+    if rev.incomplete:
+        display.emit(Notice("warning", rev.incomplete))
     display.emit(Notice("info", f"plan saved to {out}: {rev.headline()}"))
     display.close()
     return plan
 
 
 def plan_exit_code(plan: Plan, detailed: bool) -> int:
+    """As `rigger run` exits (2 a task failed, 3 unreachable); with --detailed-exitcode,
+    10 when changes are pending on a plan that is whole."""
     if plan.exit_code != EXIT_OK:
         return plan.exit_code
-    return EXIT_CHANGES_PENDING if detailed and plan.pending else EXIT_OK
+    if plan.failed_hosts:  # a failure ignored by the run still leaves those hosts unplanned
+        return EXIT_TASK_FAILED
+    return EXIT_CHANGES_PENDING if detailed and (plan.pending or _later(plan)) else EXIT_OK
+
+
+def _later(plan: Plan) -> int:
+    return sum(len(h.after_apply) for h in plan.hosts)
 
 
 # ---- show ---------------------------------------------------------------------------
@@ -171,8 +200,11 @@ def plan_exit_code(plan: Plan, detailed: bool) -> int:
 RENDERERS = {"text": text, "markdown": markdown, "html": html}
 
 
-def show(path: str, fmt: str) -> str:
-    return RENDERERS[fmt](review(planfile.load(path)))
+def show(path: str, fmt: str) -> tuple[str, int]:
+    """The review, and the exit code: non-zero for a plan in which hosts failed."""
+    plan = planfile.load(path)
+    code = (plan.exit_code or EXIT_TASK_FAILED) if plan.failed_hosts else EXIT_OK
+    return RENDERERS[fmt](review(plan)), code
 
 
 # ---- apply --------------------------------------------------------------------------
@@ -203,34 +235,67 @@ def _check_plan(plan: Plan, path: str, max_age_s: float) -> None:
     age = plan.age_s()
     if age > max_age_s:
         raise PlanRefused(
-            f"{path}: the plan is {age / 3600:.1f} h old, older than --max-age {max_age_s / 3600:g} h: plan again"
+            f"{path}: the plan is {human_duration(age)} old, older than --max-age {human_duration(max_age_s)}:"
+            " plan again (or give apply a larger --max-age)"
         )
     if age < -300:
         raise PlanRefused(f"{path}: the plan was made {-age:.0f}s in the future (clock skew?)")
 
 
-def request_of(plan: Plan, extra_vars: Mapping[str, Any], forks: int, verbosity: int) -> Request:
+@dataclass(frozen=True)
+class ApplyOptions:
+    """How `rigger apply` runs: -e, --max-age, --on-drift all, --limit, --lock-wait."""
+
+    extra_vars: Mapping[str, Any]
+    max_age_s: float
+    stop_all: bool = False
+    limit: str | None = None
+    lock_wait_s: float | None = None
+    forks: int = 10
+    verbosity: int = 0
+
+
+def request_of(plan: Plan, options: ApplyOptions) -> Request:
     return Request(
         playbook=plan.inputs.playbook,
         inventories=plan.options.inventories,
-        extra_vars=extra_vars,
+        extra_vars=options.extra_vars,
         limit=plan.options.limit,
         tags=frozenset(plan.options.tags),
         skip_tags=frozenset(plan.options.skip_tags),
-        forks=forks,
-        verbosity=verbosity,
+        forks=options.forks,
+        verbosity=options.verbosity,
+        lock_wait_s=options.lock_wait_s,
     )
 
 
-def apply_plan(
-    path: str, extra_vars: Mapping[str, Any], display: Sink, *, max_age_s: float, stop_all: bool,
-    forks: int = 10, verbosity: int = 0,
-) -> int:  # fmt: skip
+def _limited(plan: Plan, path: str, request: Request, inventory: Inventory, limit: str | None) -> Request:
+    """The hosts to apply: the plan's, narrowed by apply's --limit. An incomplete plan
+    (hosts failed while planning) is applied only to hosts named with --limit."""
+    failed = plan.failed_hosts
+    if failed and not limit:
+        raise PlanRefused(
+            f"{path}: INCOMPLETE: {len(failed)} host(s) failed while planning ({', '.join(failed)}); nothing "
+            f"applied. Plan again, or apply to the hosts you name: --limit 'all:!{':!'.join(failed)}'"
+        )
+    if not limit:
+        return request
+    require_limit_matches(inventory, limit)
+    planned = {h.name for h in plan.hosts}
+    chosen = [h for h in select_hosts(inventory, "all", limit) if h in planned]
+    if not chosen:
+        raise PlanRefused(f"{path}: --limit {limit!r} names no host of the plan ({', '.join(sorted(planned))})")
+    return replace(request, limit=",".join(chosen))
+
+
+def apply_plan(path: str, display: Sink, options: ApplyOptions) -> int:
     """Re-plan every task just before applying it; apply only what was reviewed."""
     plan = planfile.load(path)
-    _check_plan(plan, path, max_age_s)
-    request = request_of(plan, extra_vars, forks, verbosity)
-    book, inventory = _loaded(request)
+    _check_plan(plan, path, options.max_age_s)
+    request = normalised(request_of(plan, options))
+    book, inventory = loaded(request)
+    request = _limited(plan, path, request, inventory, options.limit)
+    extra_vars, stop_all = options.extra_vars, options.stop_all
     changed_inputs = _input_differences(plan, request, inventory)
     if changed_inputs:
         raise PlanRefused(
@@ -257,6 +322,18 @@ def _apply_notes(gate: ApplyGate) -> Sequence[str]:
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def human_duration(seconds: float) -> str:
+    """``parse_age``'s inverse for people: 1s, 1m 30s, 2h 5m, 1d 1h (the two largest units)."""
+    if seconds < 1:
+        return f"{seconds:.1f}s"
+    left, parts = round(seconds), []
+    for unit, size in sorted(_UNITS.items(), key=lambda item: -item[1]):
+        if left >= size:
+            parts.append(f"{left // size}{unit}")
+            left %= size
+    return " ".join(parts[:2])
 
 
 def parse_age(text: str) -> float:

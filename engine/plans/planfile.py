@@ -6,8 +6,10 @@ a digest per file read: playbook, includes, roles, vars files, inventory files; 
 of the loaded inventory and of the extra vars), ``options`` (inventories, limit, tags)
 and ``hosts``: for each host its ``steps`` in run order, each with the task, module,
 location, status, message, what plan() said (``planned``: "", "unchanged", "change"),
-the change's ``summary``, ``diffs`` (label, before, after and change lines) and
-``fingerprint``. Secret-named values are masked; no_log steps keep only ``sealed``.
+the change's ``summary``, ``diffs`` (label, before, after and change lines),
+``fingerprint``, ``impact`` (what it stops and starts, with argv), ``warnings`` and, for a
+step planned "after-apply", ``depends_on`` (the task whose apply decides it). Secret-named
+values are masked; no_log steps keep only ``sealed``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import OptionsError, ValidationError
+from engine.probes.fileio import write_atomic
 
 FORMAT = "rigger-plan/1"
 
@@ -47,12 +50,20 @@ class Step:
     item: Any = None
     no_log: bool = False
     sealed: str = ""
-    read_only: bool = False  # a module that changes nothing (debug, assert, set_fact)
+    read_only: bool = False  # a module that changes nothing (debug, assert, set_fact, check_serving)
+    depends_on: str = ""  # planned "after-apply": the earlier task whose apply decides this plan
+    impact: tuple[str, ...] = ()  # "stops vLLM pid 4242 ...", "then starts NAME on port P with argv ..."
+    warnings: tuple[str, ...] = ()  # findings, shown as the reasons for a later change
 
     @property
     def pending(self) -> bool:
         """A change the apply would make (read-only modules never count)."""
         return self.planned == "change" and not self.read_only
+
+    @property
+    def after_apply(self) -> bool:
+        """Planned from what an earlier step produces only when applied (known after apply)."""
+        return self.planned == "after-apply" and not self.read_only
 
 
 @dataclass(frozen=True)
@@ -65,8 +76,24 @@ class HostPlan:
         return tuple(s for s in self.steps if s.pending)
 
     @property
+    def after_apply(self) -> tuple[Step, ...]:
+        return tuple(s for s in self.steps if s.after_apply)
+
+    @property
     def failed(self) -> bool:
         return any(s.status in ("failed", "unreachable") for s in self.steps)
+
+    def applicable(self) -> tuple[Step, ...]:
+        """The steps apply may make: pending or known after apply, none planned after a
+        failure on this host (a partial plan's later steps were planned from a host the
+        failed step did not bring to its state)."""
+        found = []
+        for step in self.steps:
+            if step.status in ("failed", "unreachable"):
+                break
+            if step.pending or step.after_apply:
+                found.append(step)
+        return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -100,6 +127,10 @@ class Plan:
     def pending(self) -> int:
         return sum(len(h.pending) for h in self.hosts)
 
+    @property
+    def failed_hosts(self) -> tuple[str, ...]:
+        return tuple(h.name for h in self.hosts if h.failed)
+
     def host(self, name: str) -> HostPlan | None:
         return next((h for h in self.hosts if h.name == name), None)
 
@@ -113,20 +144,24 @@ def dumps(plan: Plan) -> str:
 
 def save(plan: Plan, path: str) -> None:
     """Written whole or not at all (temp file + rename), readable by its owner only."""
-    target = Path(path)
-    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    # the guarded write: random temp name created O_EXCL|O_NOFOLLOW, renamed over the
+    # target (a planted symlink there is replaced, never written through)
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(dumps(plan))
-        temp.replace(target)
+        write_atomic(os.path.abspath(path), dumps(plan).encode("utf-8"), 0o600)
     except OSError as exc:
         raise OptionsError(f"-o {path}: cannot write the plan: {exc.strerror or exc}") from None
 
 
 def _steps(raw: list[dict[str, Any]]) -> tuple[Step, ...]:
     return tuple(
-        Step(**{**s, "diffs": tuple(PlannedDiff(**{**d, "changes": tuple(d["changes"])}) for d in s["diffs"])})
+        Step(
+            **{
+                **s,
+                "diffs": tuple(PlannedDiff(**{**d, "changes": tuple(d["changes"])}) for d in s["diffs"]),
+                "impact": tuple(s.get("impact", ())),
+                "warnings": tuple(s.get("warnings", ())),
+            }
+        )
         for s in raw
     )
 

@@ -30,7 +30,8 @@ class Content:
 
 
 def read_only(module: str) -> bool:
-    return module in registry.module_names() and registry.get(module).check_mode == "read-only"
+    """Modules that change nothing: never counted or listed as changes."""
+    return module in registry.module_names() and registry.get(module).check_mode in registry.CHANGES_NOTHING
 
 
 def content(
@@ -65,6 +66,9 @@ def step_of(result: HostResult, module: str, masking: Masking) -> Step:
         no_log=result.no_log,
         sealed=shown.sealed,
         read_only=read_only(module),
+        depends_on=masking.scrubber.text(result.depends_on),
+        impact=() if result.no_log else tuple(masking.scrubber.text(line) for line in result.impact),
+        warnings=() if result.no_log else tuple(masking.scrubber.text(w) for w in result.warnings),
     )
 
 

@@ -13,6 +13,8 @@ those while planning.
 uses) that reads its args as JSON on stdin and prints one marked JSON line, so one
 round trip answers the whole question on any transport. ``bundle(names)`` names a probe
 that runs several in that one round trip (fact gathering: the host's and every room's).
+
+May import: engine.errors.
 """
 
 from __future__ import annotations

@@ -1,15 +1,38 @@
-"""Read, atomically write or back up a file on the host (local writes, the agent, become).
+"""The guarded primitive for reading, writing and creating files on the host.
 
-A write goes to ``.NAME.rigger-tmp-HEX`` beside the file (the name says whose temp file it
-is), is fsynced and renamed over the file. A replaced file keeps its owner, group and
-mode (``mode`` overrides the mode); a new file gets ``mode`` or 0666 less the umask.
-Temp files of this file left by an interrupted write (owned by the writer or by the
-file's owner) are removed by the next write. A
-backup copy keeps the original's owner and group and is never more readable than it.
+Every path is walked one component at a time from an opened ``/`` with ``O_NOFOLLOW``
+(openat per component; this Python has no openat2). A symlink on the way is trusted when
+it is owned by root, by the user rigger runs as, or (for a user other than root) by the
+owner of the directory it sits in: the kernel's ``protected_symlinks`` question, asked of
+every component, not only in sticky directories. A link another user made is followed
+only to that user's own files: the directory the walk ends in, and the file when there
+is one, must belong to the link's owner, who could have read or written there anyway.
+`/home/u/.ssh -> /root/.ssh` made by u is refused; a model cache a service user owns
+(snapshot links into its blobs) is not. Links are resolved here, component by component,
+at most MAX_LINK_HOPS of them.
+
+Reads take regular files only (a FIFO, a device, a socket or a directory is refused
+before anything blocks: the open is non-blocking), at most ``max_bytes`` (MAX_READ_BYTES
+unless the caller says less), and through a final link only by the rule above.
+A write goes to ``.NAME.rigger-tmp-HEX`` beside the file (random, created
+``O_EXCL|O_NOFOLLOW``), is fsynced and renamed over the file. A symlink at the final name
+is replaced by the file, never written through, unless ``follow`` is asked and the link
+passes the rule above; then its target is written. A replaced file keeps its owner, group and mode
+(``mode`` overrides the mode); a new file gets ``mode`` or 0666 less the umask. Temp
+files of this file left by an interrupted write (owned by the writer or by the file's
+owner) are removed by the next write. A backup copy keeps the original's owner and group
+and is never more readable than it.
+
+Other probes use this one through ``call("fileio", {"op": ...})``: ``read``, ``write``,
+``backup``, ``mkdir``, ``touch``, ``symlink``/``hardlink`` (put a link in place),
+``attrs`` (owner, group, mode, optionally recursive without following links),
+``open_append`` (a descriptor for a log, same process) and ``rename`` (within one
+directory).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 MUTATES = True
@@ -24,6 +47,21 @@ import stat
 
 TEMP_MARK = ".rigger-tmp-"
 _NAME_BYTES = 180  # NAME_MAX is 255: the temp name adds a dot, the mark and 12 hex digits
+MAX_READ_BYTES = 64 << 20
+MAX_LINK_HOPS = 40
+MAX_TREE_ENTRIES = 100_000
+MAX_TREE_DEPTH = 256
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class Refused(OSError):
+    """A path rigger will not read or write through; the message says why."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errno.EPERM, message)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 def temp_prefix(name: str) -> str:
@@ -39,6 +77,259 @@ def temp_name(name: str) -> str:
 def is_temp_of(name: str, entry: str) -> bool:
     """Is ``entry`` a temp file name that a write of ``name`` made?"""
     return re.fullmatch(re.escape(temp_prefix(name)) + "[0-9a-f]{12}", entry) is not None
+
+
+# -- walking -----------------------------------------------------------------------------
+
+
+def _check_path(path: str) -> None:
+    if not isinstance(path, str) or "\0" in path:
+        raise Refused(f"refusing {path!r}: not a path (it contains a NUL byte)")
+    if not path.startswith("/"):
+        raise Refused(f"refusing a relative path: {path!r} (give an absolute path)")
+
+
+def trusted_link(link: os.stat_result, directory: os.stat_result) -> bool:
+    """Root's links, the writer's own, and (for a writer other than root) the directory
+    owner's: the kernel's protected_symlinks question, asked of every component."""
+    euid = os.geteuid()
+    return link.st_uid in (0, euid) or (euid != 0 and link.st_uid == directory.st_uid)
+
+
+# After a link another user made, the walk is confined to that user's own files: the
+# directory it ends in (and the file, when there is one) must belong to the link's owner,
+# who could have read or written there anyway. That keeps a model cache owned by a service
+# user usable as root, and refuses `/home/u/.ssh -> /root/.ssh` made by u.
+Confined = tuple[int, str] | None  # (the link owner's uid, the link), or None
+
+
+def _confine(link: os.stat_result, directory: os.stat_result, where: str, confined: Confined) -> Confined:
+    if trusted_link(link, directory):
+        return confined
+    if confined is not None and confined[0] != link.st_uid:
+        raise Refused(_escape(confined, where, link.st_uid))
+    return (link.st_uid, where) if confined is None else confined
+
+
+def _escape(confined: tuple[int, str], where: str, owner: int) -> str:
+    uid, link = confined
+    return (
+        f"refusing {link}: it is a symlink owned by uid {uid}, not by root or uid {os.geteuid()}, and it "
+        f"leads to {where}, owned by uid {owner}; rigger follows another user's link only to that "
+        "user's own files (name the real path)"
+    )
+
+
+def _check_confined(st: os.stat_result, where: str, confined: Confined) -> None:
+    if confined is not None and st.st_uid != confined[0]:
+        raise Refused(_escape(confined, where, st.st_uid))
+
+
+def _swap(old: int, new: int) -> int:
+    os.close(old)
+    return new
+
+
+def open_dir(path: str, create: bool = False, mode: int = 0o777) -> tuple[int, str]:
+    """(descriptor, real path) of the directory ``path`` names, walked as the module says;
+    ``create``: missing directories are made (``mode``, less the umask)."""
+    fd, real, _ = _walk_dir(path, create, mode, None)
+    return fd, real
+
+
+def _walk_dir(path: str, create: bool, mode: int, confined: Confined) -> tuple[int, str, Confined]:
+    _check_path(path)
+    pending = [part for part in path.split("/") if part][::-1]
+    fd, hops = os.open("/", _DIR_FLAGS), 0
+    real: list[str] = []
+    try:
+        while pending:
+            part = pending.pop()
+            if part == ".":
+                continue
+            if part == "..":
+                fd = _swap(fd, os.open("..", _DIR_FLAGS, dir_fd=fd))
+                real = real[:-1]
+                continue
+            where = "/" + "/".join([*real, part])
+            try:
+                st = os.stat(part, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                if not create:
+                    raise FileNotFoundError(errno.ENOENT, f"{where} does not exist") from None
+                _check_confined(os.fstat(fd), "/" + "/".join(real), confined)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, mode, dir_fd=fd)
+                st = os.stat(part, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                hops += 1
+                if hops > MAX_LINK_HOPS:
+                    raise Refused(f"refusing {path}: more than {MAX_LINK_HOPS} symlinks on the way")
+                confined = _confine(st, os.fstat(fd), where, confined)
+                target = os.readlink(part, dir_fd=fd)
+                if target.startswith("/"):
+                    fd, real = _swap(fd, os.open("/", _DIR_FLAGS)), []
+                pending.extend([p for p in target.split("/") if p][::-1])
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                raise NotADirectoryError(errno.ENOTDIR, f"{where} is not a directory")
+            try:
+                fd = _swap(fd, os.open(part, _DIR_FLAGS, dir_fd=fd))
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:  # became a link since the stat
+                    raise Refused(f"refusing {where}: it was replaced by a symlink while being opened") from None
+                raise
+            real.append(part)
+        _check_confined(os.fstat(fd), "/" + "/".join(real), confined)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, "/" + "/".join(real), confined
+
+
+def split_final(path: str) -> tuple[str, str]:
+    """(directory, final name) of a path that names a file; refuses ``/``, ``x/``, ``.``, ``..``."""
+    _check_path(path)
+    if path.endswith("/"):
+        raise Refused(f"refusing {path!r}: it ends in '/', a directory; name the file")
+    directory, _, name = path.rpartition("/")
+    if name in ("", ".", ".."):
+        raise Refused(f"refusing {path!r}: it does not name a file")
+    return directory or "/", name
+
+
+def open_parent(path: str, create: bool = False) -> tuple[int, str, str]:
+    """(descriptor of the parent directory, its real path, the final name)."""
+    fd, real, name, _ = _open_parent(path, create, None)
+    return fd, real, name
+
+
+def _open_parent(path: str, create: bool, confined: Confined) -> tuple[int, str, str, Confined]:
+    directory, name = split_final(path)
+    fd, real, confined = _walk_dir(directory, create, 0o777, confined)
+    try:
+        if confined is not None:
+            with contextlib.suppress(FileNotFoundError):
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if not stat.S_ISLNK(st.st_mode):
+                    _check_confined(st, f"{real.rstrip('/')}/{name}", confined)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, real, name, confined
+
+
+def _resolve_final(path: str, follow: bool) -> tuple[int, str, str, os.stat_result | None]:
+    """The parent's descriptor, its real path, the final name and its lstat (None: absent);
+    ``follow``: a symlink at the final name is followed to what it names, by the rule above."""
+    fd, real, name, confined = _open_parent(path, False, None)
+    try:
+        for _ in range(MAX_LINK_HOPS):
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                return fd, real, name, None
+            if not follow or not stat.S_ISLNK(st.st_mode):
+                return fd, real, name, st
+            confined = _confine(st, os.fstat(fd), f"{real.rstrip('/')}/{name}", confined)
+            target = os.readlink(name, dir_fd=fd)
+            joined = target if target.startswith("/") else f"{real.rstrip('/')}/{target}"
+            os.close(fd)
+            fd = -1
+            fd, real, name, confined = _open_parent(joined, False, confined)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        raise
+    os.close(fd)
+    raise Refused(f"refusing {path}: more than {MAX_LINK_HOPS} symlinks on the way")
+
+
+# -- reading -----------------------------------------------------------------------------
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a symlink"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_bytes(path: str, max_bytes: int = MAX_READ_BYTES) -> bytes | None:
+    """The content of the regular file ``path`` (None: absent), at most ``max_bytes``."""
+    try:
+        fd, _, name, st = _resolve_final(path, follow=True)
+    except FileNotFoundError:
+        return None
+    try:
+        if st is None:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused(f"refusing to read {path}: it is {_kind(st.st_mode)}, not a regular file")
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+        file_fd = os.open(name, flags, dir_fd=fd)
+    finally:
+        os.close(fd)
+    with os.fdopen(file_fd, "rb") as handle:
+        opened = os.fstat(handle.fileno())
+        if not stat.S_ISREG(opened.st_mode):  # replaced between the stat and the open
+            raise Refused(f"refusing to read {path}: it is {_kind(opened.st_mode)}, not a regular file")
+        if opened.st_size > max_bytes:
+            raise Refused(f"refusing to read {path}: it is {opened.st_size} bytes, over the limit of {max_bytes}")
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise Refused(f"refusing to read {path}: it holds more than the limit of {max_bytes} bytes")
+    return data
+
+
+def walk_tree(
+    top: str, max_entries: int = MAX_TREE_ENTRIES, max_depth: int = MAX_TREE_DEPTH
+) -> Iterator[tuple[str, os.stat_result]]:
+    """(path relative to ``top``, lstat) of everything under the directory ``top``, sorted,
+    never following a symlink nor crossing into another filesystem (a mount point inside
+    is refused: `/` walks into /proc); a tree over the bounds is refused with the bound named."""
+    fd, _ = open_dir(top)
+    top_dev = os.fstat(fd).st_dev
+    count = 0
+
+    def walk(dir_fd: int, prefix: str, depth: int) -> Iterator[tuple[str, os.stat_result]]:
+        nonlocal count
+        if depth > max_depth:
+            raise Refused(f"refusing {top}: it is nested deeper than {max_depth} directories ({prefix[:200]})")
+        with os.scandir(dir_fd) as entries:
+            names = sorted(entry.name for entry in entries)
+        for name in names:
+            count += 1
+            if count > max_entries:
+                raise Refused(f"refusing {top}: it holds more than {max_entries} entries")
+            try:
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if st.st_dev != top_dev:
+                raise Refused(f"refusing {top}: {prefix + name} is another filesystem (a mount point)")
+            yield prefix + name, st
+            if stat.S_ISDIR(st.st_mode):
+                child = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+                try:
+                    yield from walk(child, prefix + name + "/", depth + 1)
+                finally:
+                    os.close(child)
+
+    try:
+        yield from walk(fd, "", 1)
+    finally:
+        os.close(fd)
+
+
+# -- writing -----------------------------------------------------------------------------
 
 
 def _remove_stale_temps(dir_fd: int, name: str, owners: set[int]) -> None:
@@ -75,15 +366,21 @@ def _keep_owner(fd: int, like: os.stat_result, required: bool) -> bool:
     return True
 
 
-def write_atomic(path: str, data: bytes, mode: int | None = None, like: os.stat_result | None = None) -> None:
+def write_atomic(
+    path: str,
+    data: bytes,
+    mode: int | None = None,
+    like: os.stat_result | None = None,
+    follow: bool = False,
+) -> None:
     """Write ``data`` to ``path`` atomically. ``like``: a stat whose owner (and, without
     ``mode``, mode) the file gets instead of the current file's (used for backups)."""
-    directory, name = os.path.split(os.path.abspath(path))
-    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    dir_fd, real, name, existing = _resolve_final(path, follow)
     try:
-        existing = None
-        with contextlib.suppress(FileNotFoundError):
-            existing = os.stat(name, dir_fd=dir_fd)
+        if existing is not None and stat.S_ISDIR(existing.st_mode):
+            raise IsADirectoryError(errno.EISDIR, f"{real.rstrip('/')}/{name} is a directory")
+        if existing is not None and not stat.S_ISREG(existing.st_mode):
+            existing = None  # a link (not followed) or special file is replaced, its owner not kept
         _remove_stale_temps(dir_fd, name, {os.geteuid()} | ({existing.st_uid} if existing else set()))
         current = like or existing
         tmp = temp_name(name)
@@ -112,25 +409,199 @@ def write_atomic(path: str, data: bytes, mode: int | None = None, like: os.stat_
 def backup_copy(path: str, backup: str) -> None:
     """Copy ``path`` to ``backup``: same owner and group, mode no wider than the original's
     permission bits (only the owner's when the owner cannot be kept)."""
-    with open(path, "rb") as handle:
-        original = os.fstat(handle.fileno())
-        data = handle.read()
+    fd, _, _, original = _resolve_final(path, follow=True)
+    os.close(fd)
+    data = read_bytes(path)
+    if original is None or data is None:
+        raise FileNotFoundError(errno.ENOENT, f"{path} does not exist")
     mode = stat.S_IMODE(original.st_mode) & 0o777
     if os.geteuid() != 0 and (original.st_uid, original.st_gid) != (os.geteuid(), os.getegid()):
         mode &= 0o700
     write_atomic(backup, data, mode, like=original)
 
 
-def main(args: dict[str, Any]) -> dict[str, Any]:
-    path = args["path"]
-    if args["op"] == "read":
+def write_refusal(path: str) -> str | None:
+    """Why a write or create at ``path`` would be refused (read-only: only walks), or None
+    (a missing directory on the way is not a refusal: it may be created first)."""
+    if isinstance(path, str) and path.startswith("/") and not path.strip("/"):
+        return None  # `/` itself: no component to walk (a delete of it is path_judge's)
+    try:
+        fd, _, _ = open_parent(path.rstrip("/") if isinstance(path, str) else path)
+    except Refused as exc:
+        return str(exc)
+    except OSError:
+        return None
+    os.close(fd)
+    return None
+
+
+def make_dirs(path: str, mode: int = 0o777) -> str:
+    """Create the directory and its missing parents (walked as above); its real path."""
+    fd, real = open_dir(path, create=True, mode=mode)
+    os.close(fd)
+    return real
+
+
+def touch(path: str, update_times: bool) -> None:
+    """Create an empty file if nothing is there (never through a link); else update times."""
+    fd, _, name = open_parent(path)
+    try:
         try:
-            with open(path, "rb") as handle:
-                return {"exists": True, "data": base64.b64encode(handle.read()).decode()}
-        except FileNotFoundError:
-            return {"exists": False, "data": None}
-    if args["op"] == "backup":
+            os.close(
+                os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=fd)
+            )
+        except FileExistsError:
+            if update_times:
+                os.utime(name, dir_fd=fd, follow_symlinks=False)
+    finally:
+        os.close(fd)
+
+
+def put_link(path: str, src: str, hard: bool, identity: list[int] | None) -> None:
+    """Put a link at ``path`` (replacing what is there, which must still be ``identity``)."""
+    fd, _, name = open_parent(path)
+    try:
+        _check_identity(fd, name, path, identity)
+        temp = temp_name(name)
+        if hard:
+            src_fd, _, src_name, src_st = _resolve_final(src, follow=False)
+            try:
+                if src_st is None:
+                    raise FileNotFoundError(errno.ENOENT, f"{src} does not exist")
+                os.link(src_name, temp, src_dir_fd=src_fd, dst_dir_fd=fd, follow_symlinks=False)
+            finally:
+                os.close(src_fd)
+        else:
+            os.symlink(src, temp, dir_fd=fd)
+        try:
+            os.replace(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
+        except BaseException:
+            os.unlink(temp, dir_fd=fd)
+            raise
+    finally:
+        os.close(fd)
+
+
+def _check_identity(fd: int, name: str, path: str, identity: list[int] | None) -> None:
+    if identity is None:
+        return
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        st = None
+    if st is None or [st.st_dev, st.st_ino] != list(identity):
+        raise Refused(f"{path} changed since it was planned; not touching it")
+
+
+def _set_attrs(fd: int, name: str, st: os.stat_result, uid: int, gid: int, mode_of: Any) -> None:
+    if uid != -1 or gid != -1:
+        os.chown(name, uid, gid, dir_fd=fd, follow_symlinks=False)
+    if stat.S_ISLNK(st.st_mode) or mode_of is None:
+        return
+    wanted = mode_of(stat.S_IMODE(st.st_mode), stat.S_ISDIR(st.st_mode))
+    if wanted != stat.S_IMODE(st.st_mode):
+        os.chmod(name, wanted, dir_fd=fd)  # not a link (checked above), so nothing followed
+
+
+def set_attrs(path: str, uid: int, gid: int, mode_of: Any, recurse: bool) -> None:
+    """Owner/group (-1: keep) and mode (``mode_of(current, is_dir)``, None: keep) of the
+    path itself (a link: the link), and with ``recurse`` of everything under a directory:
+    the whole tree is walked first, so a tree over the bounds or holding a mount point is
+    refused before anything changes."""
+    if path.startswith("/") and not path.strip("/"):
+        raise Refused(f"refusing to change the owner or mode of {path!r}: it is the root directory /")
+    fd, real, name, st = _resolve_final(path.rstrip("/"), follow=False)
+    try:
+        if st is None:
+            raise FileNotFoundError(errno.ENOENT, f"{path} does not exist")
+        top = f"{real.rstrip('/')}/{name}"
+        inside = list(walk_tree(top)) if recurse and stat.S_ISDIR(st.st_mode) else []
+        _set_attrs(fd, name, st, uid, gid, mode_of)
+    finally:
+        os.close(fd)
+    for rel, child in inside:
+        parent_fd, _, child_name = open_parent(f"{top}/{rel}")
+        try:
+            _set_attrs(parent_fd, child_name, child, uid, gid, mode_of)
+        finally:
+            os.close(parent_fd)
+
+
+def open_append(path: str, mode: int = 0o640) -> int:
+    """A descriptor appending to ``path``, created if absent; never through a symlink
+    (a dangling link there is refused, not used to create its target)."""
+    fd, _, name = open_parent(path)
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
+        try:
+            return os.open(name, flags, mode, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise Refused(f"refusing {path}: it is a symlink; rigger does not write through it") from None
+            raise
+    finally:
+        os.close(fd)
+
+
+def rename_within(path: str, new_name: str) -> bool:
+    """Rename ``path`` to ``new_name`` in the same directory (whatever it is, links not
+    followed); False when there was nothing to rename."""
+    fd, _, name = open_parent(path)
+    try:
+        os.replace(name, new_name, src_dir_fd=fd, dst_dir_fd=fd)
+    except FileNotFoundError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def _entry_kind(mode: int) -> str:
+    return "link" if stat.S_ISLNK(mode) else "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
+
+
+def _mode_function(args: dict[str, Any]) -> Any:
+    """mode as a number, or as ``mode_of`` from the file_mode probe's answer per path."""
+    if args.get("mode") is None:
+        return None
+    fixed = args["mode"]
+    return lambda current, is_dir: fixed
+
+
+def main(args: dict[str, Any]) -> dict[str, Any]:
+    op, path = args["op"], args["path"]
+    if op == "read":
+        data = read_bytes(path, int(args.get("max_bytes") or MAX_READ_BYTES))
+        return {"exists": data is not None, "data": None if data is None else base64.b64encode(data).decode()}
+    if op == "list":
+        entries = [[rel, _entry_kind(st.st_mode), stat.S_IMODE(st.st_mode), st.st_size] for rel, st in walk_tree(path)]
+        return {"entries": entries}
+    if op == "judge_write":
+        return {"refusal": write_refusal(path)}
+    if op == "backup":
         backup_copy(path, args["backup"])
         return {"backup": args["backup"]}
-    write_atomic(path, base64.b64decode(args["data"]), args.get("mode"))
-    return {"written": True}
+    if op == "write":
+        write_atomic(path, base64.b64decode(args["data"]), args.get("mode"), follow=bool(args.get("follow")))
+        return {"written": True}
+    if op == "mkdir":
+        return {"real": make_dirs(path, int(args.get("mode") or 0o777))}
+    if op == "touch":
+        touch(path, bool(args.get("update_times")))
+    elif op in ("symlink", "hardlink"):
+        put_link(path, args["src"], op == "hardlink", args.get("identity"))
+    elif op == "attrs":
+        set_attrs(
+            path,
+            args.get("uid", -1),
+            args.get("gid", -1),
+            args.get("mode_of") or _mode_function(args),
+            bool(args.get("recurse")),
+        )
+    elif op == "open_append":
+        return {"fd": open_append(path, int(args.get("mode") or 0o640))}
+    elif op == "rename":
+        return {"renamed": rename_within(path, args["new_name"])}
+    else:
+        raise ValueError(f"fileio: unknown op {op!r}")
+    return {"done": op}

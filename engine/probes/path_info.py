@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
+    from engine.probes._call import call
+
+USES = ("fileio",)
 
 
 def _tree_bytes(path: str) -> int:
-    total = 0
-    for root, dirs, files in os.walk(path, followlinks=False):
-        for name in files + dirs:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, name)).st_size
-    return total
+    """Bytes under ``path`` by the guarded walk (no links followed, bounded)."""
+    entries = call("fileio", {"op": "list", "path": path})["entries"]
+    return sum(int(entry[3]) for entry in entries)
+
+
+def _write_refusal(path: str) -> str | None:
+    return call("fileio", {"op": "judge_write", "path": path})["refusal"]  # type: ignore[no-any-return]
 
 
 def _info(path: str, recursive: bool) -> dict[str, Any]:
@@ -52,6 +57,6 @@ def _info(path: str, recursive: bool) -> dict[str, Any]:
 def main(args: dict[str, Any]) -> dict[str, Any]:
     recursive = bool(args.get("recursive"))
     return {
-        "paths": {p: _info(p, recursive) for p in args["paths"]},
+        "paths": {p: {**_info(p, recursive), "write_refusal": _write_refusal(p)} for p in args["paths"]},
         "home": os.path.expanduser("~"),
     }

@@ -2,11 +2,13 @@
 
 Args: ``pids`` (only these), ``sid`` (only this session), ``match`` (regexes searched in
 the process name and command line; any one matching is enough). Filters combine with AND.
-``start_time`` is /proc/PID/stat field 22 (clock ticks since boot): with the pid it
-names one process for good, which is how callers guard against PID reuse.
+``start_time`` is /proc/PID/stat field 22 (clock ticks since boot): with the pid and the
+answer's ``boot_id`` it names one process for good, which is how callers guard against
+PID reuse.
 
-``gpu_devices: true`` adds to each process the NVIDIA device files it has open
-(/proc/PID/fd links to /dev/nvidia*): what proves, on this host and in this PID
+``gpu_devices: true`` adds to each process the NVIDIA GPU device files it has open
+(/proc/PID/fd links to /dev/nvidiaN; /dev/nvidiactl and /dev/nvidia-uvm, which any CUDA
+process opens whatever GPU it uses, do not count): what proves, on this host and in this PID
 namespace, that a pid the driver reports really is a GPU holder. ``own: true`` adds
 ``rigger_pids`` {pid: why}: this probe's process, every rigger process on the host (the
 remote interpreters, the run-lock holder, probe programs: their command line carries
@@ -21,7 +23,7 @@ import re
 from typing import Any
 
 OWN_MARK = "rigger-host-process"
-GPU_DEVICE_PREFIX = "/dev/nvidia"
+GPU_DEVICE = re.compile(r"^/dev/nvidia[0-9]+$")
 
 
 def read_stat(pid: int) -> dict[str, Any] | None:
@@ -93,7 +95,7 @@ def describe(pid: int, users: dict[int, str] | None = None) -> dict[str, Any] | 
 
 
 def gpu_devices(pid: int) -> list[str]:
-    """The NVIDIA device files pid has open (sorted, unique); [] when none or unreadable."""
+    """The NVIDIA GPU device files pid has open (sorted, unique); [] when none or unreadable."""
     fd_dir = f"/proc/{pid}/fd"
     try:
         fds = os.listdir(fd_dir)
@@ -105,7 +107,7 @@ def gpu_devices(pid: int) -> list[str]:
             target = os.readlink(f"{fd_dir}/{fd}")
         except OSError:
             continue
-        if target.startswith(GPU_DEVICE_PREFIX):
+        if GPU_DEVICE.match(target):
             found.add(target)
     return sorted(found)
 
@@ -155,6 +157,19 @@ def boot_time() -> float | None:
     return None
 
 
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+
+
+def boot_id() -> str | None:
+    """This boot's random id: start times count from boot, so an identity recorded on
+    another boot names nothing that runs now."""
+    try:
+        with open(BOOT_ID_PATH, encoding="ascii") as handle:
+            return handle.read().strip() or None
+    except OSError:
+        return None
+
+
 def _wanted(proc: dict[str, Any], sid: int | None, patterns: list[re.Pattern[str]]) -> bool:
     if sid is not None and proc["sid"] != sid:
         return False
@@ -181,6 +196,7 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         "self_uid": os.geteuid(),
         "self_ancestors": ancestors(self_pid),
         "boot_time": boot_time(),
+        "boot_id": boot_id(),
         "clock_ticks": os.sysconf("SC_CLK_TCK"),
         "processes": processes,
     }

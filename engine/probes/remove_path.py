@@ -1,6 +1,8 @@
 """Remove exactly the object that was judged: a file, a symlink (never its target) or a tree.
 
-Args: ``path`` and the ``dev``/``ino`` the planner judged. The path is judged again
+Args: ``path`` and the ``dev``/``ino`` the planner judged, or ``files_only`` (a clean-up of
+a file the caller made: whatever is there now, a file or a link, never a directory). This
+is the one place rigger deletes anything on a host. The path is judged again
 (``path_judge``); then its resolved parent is opened one component at a time with
 O_NOFOLLOW, and everything after works relative to open directory descriptors: the
 object must still have the judged device and inode, a tree is walked without following
@@ -75,8 +77,13 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         raise Refused(judged["refusal"])
     if not judged["exists"]:
         return {"gone": True, "removed": None}
-    planned = (args["dev"], args["ino"])
     resolved = judged["resolved"]
+    if args.get("files_only"):
+        if judged["type"] == "dir":
+            raise Refused(f"refusing to remove {resolved}: it is a directory, and only a file was expected")
+        planned = (judged["dev"], judged["ino"])
+    else:
+        planned = (args["dev"], args["ino"])
     if (judged["dev"], judged["ino"]) != planned:
         raise Refused(f"{resolved} is not the object that was planned (replaced since); nothing removed")
     protected = {tuple(key) for key in judged["protected"]}

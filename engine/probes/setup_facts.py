@@ -3,7 +3,8 @@
 Keys are without the ``ansible_`` prefix, as in ``ansible_facts``. Collected from files
 under /proc, /sys and /etc and from the interpreter, never by starting a program, so one
 gathering costs a few milliseconds. ``args["gather_subset"]`` is read as Ansible reads it
-(``subsets``); this probe's groups are ``min``, ``hardware`` and ``network``.
+(``subsets``); this probe's groups are ``min``, ``hardware``, ``network`` and ``virtual``
+(mounts and virtualization come from the setup_virtual probe).
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ import struct
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
+    from engine.probes._call import call
+
+USES = ("setup_virtual",)
 
 OS_FAMILY = {
     **dict.fromkeys(
@@ -460,7 +466,13 @@ def hardware_facts() -> dict[str, Any]:
         **dmi_facts(),
         "uptime_seconds": int(float(uptime)),
         "loadavg": {"1m": one, "5m": five, "15m": fifteen},
+        **call("setup_virtual", {"collect": ["mounts"]}),
     }
+
+
+def virtual_facts() -> dict[str, Any]:
+    facts: dict[str, Any] = call("setup_virtual", {"collect": ["virtual"]})
+    return facts
 
 
 # ---- network --------------------------------------------------------------------------
@@ -588,6 +600,7 @@ COLLECTORS: dict[str, Callable[[], dict[str, Any]]] = {
     "min": min_facts,
     "hardware": hardware_facts,
     "network": network_facts,
+    "virtual": virtual_facts,
 }
 # Ansible's collector names that fall in the minimal subset (always gathered unless !min)
 MIN_NAMES = frozenset(
@@ -612,9 +625,15 @@ MIN_NAMES = frozenset(
         "user",
     ]
 )
-# subsets Ansible accepts that name nothing gathered here (virtualization, ohai, facter)
-UNGATHERED = frozenset({"virtual", "ohai", "facter"})
-GROUP_OF = {"hardware": "hardware", "dmi": "hardware", "network": "network", "interfaces": "network"}
+# subsets Ansible accepts that name nothing gathered here (ohai, facter)
+UNGATHERED = frozenset({"ohai", "facter"})
+GROUP_OF = {
+    "hardware": "hardware",
+    "dmi": "hardware",
+    "network": "network",
+    "interfaces": "network",
+    "virtual": "virtual",
+}
 
 
 def _bad_subset(name: str) -> ValueError:

@@ -1,10 +1,11 @@
 """Terminate processes safely: SIGTERM, wait, then SIGKILL the survivors.
 
-Args: ``targets`` [{"pid", "start_time", "gpu_holder"}], ``term_timeout_s`` (wait after
-SIGTERM), ``kill_after_term`` (send SIGKILL to survivors), ``kill_timeout_s`` (wait after
-SIGKILL). Before every signal the process start time is read again: a pid whose start
-time changed is another process now (PID reuse) and is skipped; a ``gpu_holder`` target
-must also still have an NVIDIA device open (/proc/PID/fd -> /dev/nvidia*), or it is
+Args: ``targets`` [{"pid", "start_time", "gpu_holder", "devices"}], ``term_timeout_s``
+(wait after SIGTERM), ``kill_after_term`` (send SIGKILL to survivors), ``kill_timeout_s``
+(wait after SIGKILL). Before every signal the process start time is read again: a pid
+whose start time changed is another process now (PID reuse) and is skipped; a
+``gpu_holder`` target must also still have an NVIDIA GPU device open (/proc/PID/fd ->
+/dev/nvidiaN), one of its ``devices`` (the selected GPUs' nodes) when given, or it is
 skipped. Never signals PID 1 nor any of rigger's own processes on the host (this probe,
 the remote interpreters, the run-lock holder) or their ancestors (the SSH session that
 runs them). A zombie counts as exited (it holds nothing but its process-table slot).
@@ -68,6 +69,9 @@ def _send(target: dict[str, Any], signum: int, protected: dict[int, str]) -> str
         return "gone"
     if target.get("gpu_holder") and not proc["gpu_devices"]:
         return "has no NVIDIA device open (/proc/PID/fd -> /dev/nvidia*): not proven a GPU holder here"
+    wanted = target.get("devices") or []
+    if target.get("gpu_holder") and wanted and not set(wanted) & set(proc["gpu_devices"]):
+        return f"has {', '.join(proc['gpu_devices'])} open, none of {', '.join(wanted)}: not a holder of those GPUs"
     try:
         os.kill(pid, signum)
     except ProcessLookupError:
@@ -118,7 +122,12 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     protected = _protected()
     result: dict[str, Any] = {"terminated": [], "killed": [], "gone": [], "skipped": [], "alive": []}
     targets = [
-        {"pid": int(t["pid"]), "start_time": int(t["start_time"]), "gpu_holder": bool(t.get("gpu_holder"))}
+        {
+            "pid": int(t["pid"]),
+            "start_time": int(t["start_time"]),
+            "gpu_holder": bool(t.get("gpu_holder")),
+            "devices": [str(d) for d in t.get("devices") or []],
+        }
         for t in args["targets"]
     ]
     termed = _signal_all(targets, signal.SIGTERM, protected, result)

@@ -2,7 +2,7 @@
 
 Everything about it lives in this package: ``acquire``/``release`` here, the holders
 (``holders.py``), the host-side flock code (``lockfile.py``) and the run's per-machine
-bookkeeping (``hostlocks.py``). A connection takes the lock through its
+bookkeeping (``engine/run/hostlocks.py``). A connection takes the lock through its
 ``hold_run_lock`` method, which picks the holder its transport supports.
 
 ``acquire(conn, owner)`` starts a small holder process ON the host (over the run's SSH
@@ -18,6 +18,8 @@ controller's heartbeat stops for ``stale_after_s``. So a lock never outlives its
   handle carries a warning saying whose lock was replaced;
 - a lock held by this very run (two inventory names for one machine and login user) is
   shared, not refused: the handle is marked ``shared`` and its release does nothing.
+
+May import: engine.errors.
 """
 
 from __future__ import annotations
@@ -31,12 +33,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from engine.errors import HostUnreachable
-
-if TYPE_CHECKING:
-    from engine.connection.base import Connection
 
 DEFAULT_LOCK_PATH = "~/.cache/rigger/run.lock"
 # Where the lock file lives instead, on every host (one file per login user: the host fills
@@ -97,6 +96,17 @@ class LockHolder(Protocol):
     def close(self) -> None: ...
 
 
+class LockTaker(Protocol):
+    """What ``acquire`` needs of a connection (``engine.connection.base.Connection`` is one):
+    its host's name and a way to start a holder there. A protocol, so that this package
+    stays below ``engine.connection``, which builds on it."""
+
+    @property
+    def host_name(self) -> str: ...
+
+    def hold_run_lock(self, request: Mapping[str, Any]) -> tuple[LockHolder, dict[str, Any]]: ...
+
+
 @dataclass
 class LockHandle:
     host_name: str
@@ -137,7 +147,7 @@ def lock_path(environ: Mapping[str, str] = os.environ) -> str:
 
 
 def acquire_waiting(
-    conn: Connection,
+    conn: LockTaker,
     owner_description: str,
     wait_s: float,
     waiting: Callable[[str], None],
@@ -165,7 +175,7 @@ def acquire_waiting(
 
 
 def acquire(
-    conn: Connection,
+    conn: LockTaker,
     owner_description: str,
     *,
     path: str | None = None,
@@ -184,6 +194,10 @@ def acquire(
     }
     request = {"path": path, "record": record, "stale_after_s": stale_after_s}
     holder, answer = conn.hold_run_lock(request)
+    dying = _holder_of_a_dead_run(answer)
+    if dying is not None:  # its holder has not exited yet: ask once more, waiting for that exit
+        holder.close()
+        holder, answer = conn.hold_run_lock({**request, "dying_holder_pid": dying})
     if not answer["acquired"]:
         holder.close()
         if (answer.get("holder") or {}).get("run_id") == run_id:
@@ -192,6 +206,27 @@ def acquire(
     handle = LockHandle(host, answer["path"], answer["record"], _takeover(host, answer), holder)
     _start_heartbeat(handle, min(HEARTBEAT_S, stale_after_s / 4))
     return handle
+
+
+def _holder_of_a_dead_run(answer: Mapping[str, Any]) -> int | None:
+    """The holder pid of a lock whose controller ran on this machine and is gone.
+
+    A killed run's holder learns of the death when its stdin closes, and exits: until its
+    exit the flock is still held, and a run started at once saw a held lock naming a dead
+    controller (tests/integration/local/test_run_lock.py, one fast-tier run in three).
+    Only a controller of this machine can be proven dead; a reused pid reads as alive,
+    which keeps the lock (the safe side).
+    """
+    holder = answer.get("holder") or {}
+    if answer.get("acquired") or holder.get("controller_host") != socket.gethostname():
+        return None
+    try:
+        os.kill(int(holder["controller_pid"]), 0)
+    except ProcessLookupError:
+        return int(holder["holder_pid"]) if holder.get("holder_pid") else None
+    except (KeyError, ValueError, TypeError, PermissionError):
+        return None
+    return None
 
 
 def release(handle: LockHandle) -> None:

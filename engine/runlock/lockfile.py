@@ -73,9 +73,50 @@ def _settled_holder(fd: int, wait_s: float = 1.0) -> dict[str, Any] | None:
         time.sleep(0.02)
 
 
+def still_named(path: str, fd: int) -> bool:
+    """Whether ``path`` still names the file ``fd`` has open (device and inode): a lock taken
+    on a file that was removed (scripts/clean.sh, by hand) after we opened it guards nothing,
+    since the next run creates a new file at the path and locks that one."""
+    try:
+        named = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _locked(path: str) -> tuple[str, int, bool]:
+    """Open and try to lock the file at ``path``, again when it was replaced meanwhile."""
+    for _ in range(5):
+        path, fd = _open(path)
+        if not _try_lock(fd):
+            return path, fd, False
+        if still_named(path, fd):
+            return path, fd, True
+        os.close(fd)
+    raise OSError(errno.EAGAIN, f"{path} keeps being replaced while rigger locks it")
+
+
+def _lock_once_gone(fd: int, pid: int, timeout_s: float) -> bool:
+    """Take the lock as soon as ``pid`` (the holder of a run whose controller is dead) has
+    let it go: it exits as soon as it reads EOF, so this waits for that event, bounded by
+    the staleness limit. False when it still holds the lock then."""
+    deadline = time.monotonic() + timeout_s
+    while not _try_lock(fd):
+        if not _alive(pid):
+            return _try_lock(fd)
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def acquire(args: dict[str, Any]) -> dict[str, Any]:
-    path, fd = _open(args.get("path") or DEFAULT_PATH)
-    if not _try_lock(fd):
+    path, fd, taken = _locked(args.get("path") or DEFAULT_PATH)
+    dying = args.get("dying_holder_pid")
+    if not taken and dying and (_read(fd) or {}).get("holder_pid") == dying:
+        taken = _lock_once_gone(fd, int(dying), float(args.get("stale_after_s", 60))) and still_named(path, fd)
+    if not taken:
         holder = _settled_holder(fd)
         os.close(fd)
         return {"acquired": False, "path": path, "holder": holder}

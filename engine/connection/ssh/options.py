@@ -1,7 +1,8 @@
 """SSH settings for one host, read once from its (Ansible-compatible) variables.
 
-Recognised variables: ``ansible_host``, ``ansible_port``, ``ansible_user``,
-``ansible_ssh_private_key_file``, ``ansible_python_interpreter`` (default ``python3``),
+Recognised variables: ``ansible_host``, ``ansible_port``, ``ansible_user``, ``ansible_password``
+(each also under its old ``ansible_ssh_*`` name: ``ansible_ssh_host``, ``_port``, ``_user``,
+``_pass``; the new name wins), ``ansible_ssh_private_key_file``, ``ansible_python_interpreter`` (default ``python3``),
 ``ansible_ssh_common_args`` (``-J user@host[:port]`` and ``-o ProxyJump=...``), ``ssh_jump``,
 ``host_key_checking`` (``strict`` | ``accept-new`` | ``off``), ``known_hosts_file``,
 ``ansible_become_password`` / ``become_password``, ``ssh_connect_timeout_s``,
@@ -55,6 +56,7 @@ class SSHOptions:
     known_hosts_files: tuple[str, ...] = ()
     record_known_hosts_file: str = ""
     become_password: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
     keepalive_s: float = DEFAULT_KEEPALIVE_S
     remote_python: bool = True
@@ -117,7 +119,7 @@ def _option_value(words: list[str], index: int, word: str) -> str | None:
 def options_from_host_vars(host_name: str, host_vars: Mapping[str, Any]) -> SSHOptions:
     user = _text(host_vars.get("ansible_user") or host_vars.get("ansible_ssh_user"))
     port = _port(str(host_vars.get("ansible_port") or host_vars.get("ansible_ssh_port") or 22), host_name)
-    target = Endpoint(str(host_vars.get("ansible_host") or host_name), port, user)
+    target = Endpoint(str(host_vars.get("ansible_host") or host_vars.get("ansible_ssh_host") or host_name), port, user)
     jump_text = _text(host_vars.get("ssh_jump")) or jump_from_common_args(
         str(host_vars.get("ansible_ssh_common_args") or "")
     )
@@ -143,6 +145,7 @@ def options_from_host_vars(host_name: str, host_vars: Mapping[str, Any]) -> SSHO
         known_hosts_files=files,
         record_known_hosts_file=_expand(inventory_known) if inventory_known else user_known,
         become_password=_text(host_vars.get("ansible_become_password") or host_vars.get("become_password")),
+        password=_text(host_vars.get("ansible_password") or host_vars.get("ansible_ssh_pass")),
         connect_timeout_s=_seconds(host_vars, "ssh_connect_timeout_s", DEFAULT_CONNECT_TIMEOUT_S),
         keepalive_s=_seconds(host_vars, "ssh_keepalive_s", DEFAULT_KEEPALIVE_S),
         remote_python=_flag(host_vars.get("ssh_remote_python", host_vars.get("ssh_remote_agent", True))),

@@ -198,8 +198,23 @@ def _authenticate(options: SSHOptions, transport: paramiko.Transport, user: str,
             raise _unreachable(options, f"{where}: authentication aborted: {_reason(exc)}") from None
         if transport.is_authenticated():
             return
+    if options.password is not None and _password_login(options, transport, user, where):
+        return
+    if options.password is not None:
+        tried.append("the password (ansible_password)")
     attempts = ", ".join(tried) or "no keys: set ansible_ssh_private_key_file or start ssh-agent"
     raise HostUnreachable(f"{options.host_name}: authentication failed for {user}@{where} (tried: {attempts})")
+
+
+def _password_login(options: SSHOptions, transport: paramiko.Transport, user: str, where: str) -> bool:
+    """``ansible_password`` / ``ansible_ssh_pass``: tried after the keys, as OpenSSH does."""
+    try:
+        transport.auth_password(user, options.password or "")
+    except paramiko.AuthenticationException:
+        return False
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        raise _unreachable(options, f"{where}: authentication aborted: {_reason(exc)}") from None
+    return bool(transport.is_authenticated())
 
 
 class UnprotectedKey(Exception):

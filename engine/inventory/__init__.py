@@ -1,0 +1,118 @@
+"""Ansible-compatible inventories: sources (INI, YAML, folders of them) -> frozen Inventory.
+
+The formats live in engine.inventory.formats, the variable layers in engine.inventory.varsources,
+host patterns in engine.inventory.patterns. With no inventory at all there are no hosts, but
+``localhost`` still names Ansible's implicit localhost (local connection, in no group).
+
+Package ``engine.inventory`` owns the hosts and groups a run may reach: reading INI and YAML
+sources (``formats.py`` into the mutable ``data.py``), inventory variables and their files
+(``varsources.py``), host patterns and ``--limit`` (``patterns.py``), and
+``rigger inventory --list`` (``listing.py``). It renders no template and touches no host.
+
+May import: engine.errors, engine.yamlload, engine.model.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from engine.errors import ValidationError
+from engine.inventory.data import InventoryData
+from engine.inventory.formats import expand_range, read_ini, read_yaml
+from engine.inventory.patterns import require_limit_matches, select_hosts
+from engine.inventory.varsources import VarsDirs, host_variables, implicit_localhost_variables
+from engine.model import Host, Inventory
+from engine.yamlload import decode, load_text, read_recorded
+
+__all__ = ["expand_range", "load_inventory", "require_limit_matches", "select_hosts"]
+
+YAML_EXTENSIONS = (".yml", ".yaml", ".json")
+# ansible-core's INVENTORY_IGNORE_EXTS: files in an inventory folder that are not sources
+IGNORED_EXTENSIONS = (".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".txt", ".rst", ".orig", ".cfg", ".retry")
+VARS_FOLDERS = ("group_vars", "host_vars")
+
+
+def _yaml_document(path: Path, text: str) -> Any:
+    """The YAML document when ansible-core's yaml plugin would take the file, else None:
+    a .yml/.yaml/.json file always; a file without extension when it parses to a mapping."""
+    if path.suffix in YAML_EXTENSIONS:
+        document = load_text(text, str(path))
+        if document is None:
+            raise ValidationError("the inventory is empty", file=str(path))
+        return document
+    if path.suffix:
+        return None
+    try:
+        document = load_text(text, str(path))
+    except ValidationError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def _read_file(data: InventoryData, path: Path) -> None:
+    name = str(path)
+    text = decode(read_recorded(path), name)
+    document = _yaml_document(path, text)
+    if document is not None:
+        read_yaml(data, document, name)
+    else:
+        read_ini(data, text, name)
+
+
+def _folder_sources(folder: Path) -> list[Path]:
+    return [
+        entry
+        for entry in sorted(folder.iterdir(), key=lambda p: p.name)
+        if entry.is_file()
+        and not entry.name.startswith(".")
+        and not entry.name.endswith(IGNORED_EXTENSIONS)
+        and entry.name not in VARS_FOLDERS
+    ]
+
+
+def read_source(data: InventoryData, path: Path) -> Path:
+    """Read one -i source; returns the folder its group_vars/host_vars live in."""
+    if path.is_dir():
+        for entry in _folder_sources(path):
+            _read_file(data, entry)
+        return path
+    if not path.is_file():
+        raise ValidationError("inventory file not found", file=str(path))
+    _read_file(data, path)
+    return path.parent
+
+
+def _freeze(data: InventoryData, sources: tuple[str, ...], dirs: VarsDirs) -> Inventory:
+    hosts = {
+        name: Host(
+            name=name,
+            vars=host_variables(data, name, dirs),
+            groups=tuple(sorted(g for g in data.groups_of(name) if g != "all")),
+            source=data.host_sources.get(name, ""),
+        )
+        for name in data.hosts
+    }
+    localhost = None
+    if "localhost" not in hosts:
+        localhost = Host("localhost", implicit_localhost_variables(data, dirs, sys.executable), ())
+    return Inventory(
+        hosts=hosts,
+        groups={name: tuple(data.hosts_of(name)) for name in data.groups},
+        sources=sources,
+        children={name: tuple(group.children) for name, group in data.groups.items()},
+        direct_hosts={name: tuple(group.hosts) for name, group in data.groups.items()},
+        implicit_localhost=localhost,
+    )
+
+
+def load_inventory(paths: Iterable[str], playbook_dir: str | Path | None = None) -> Inventory:
+    """Read every source; ``playbook_dir`` adds the group_vars/host_vars beside the playbook."""
+    data = InventoryData()
+    sources = tuple(paths)
+    bases = [read_source(data, Path(source)) for source in sources]
+    data.reconcile()
+    dirs = VarsDirs(bases, Path(playbook_dir) if playbook_dir is not None else None)
+    return _freeze(data, sources, dirs)
