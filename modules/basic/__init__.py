@@ -1,3 +1,15 @@
 """Basic modules: commands, files, variables, messages and assertions."""
 
-MODULES = ("assert", "command", "debug", "ensure_absent", "fail", "set_fact", "setup", "shell", "write_file")
+MODULES = (
+    "assert",
+    "command",
+    "debug",
+    "ensure_absent",
+    "fail",
+    "include_vars",
+    "raw",
+    "set_fact",
+    "setup",
+    "shell",
+    "write_file",
+)

@@ -13,7 +13,7 @@ SCHEMA = {
     "required": ["that"],
     "properties": {
         "that": {
-            "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": ["string", "boolean"]}}],
+            "anyOf": [{"type": ["string", "boolean"]}, {"type": "array", "items": {"type": ["string", "boolean"]}}],
             "description": "A condition or a list of conditions (Jinja expressions without braces).",
         },
         "msg": {"type": "string", "description": "Message when a condition is false."},

@@ -8,12 +8,16 @@ predict its own effect, so check mode skips it.
 
 from __future__ import annotations
 
+import datetime
+import posixpath
 import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
+from engine.module_api import Change, Effect, Fills, Removes, Result, TaskContext, TaskFailed, Unchanged
 
+# path arguments Ansible expands on the host (~, $VAR): expanded there before plan()
+HOST_PATHS = ("chdir", "creates", "removes")
 FREE_FORM = "cmd"
 CHECK_MODE = "skip"
 
@@ -75,7 +79,12 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         return Unchanged(f"skipped the command: {reason}", {"rc": 0, "stdout": "", "stderr": ""})
     argv = _argv(args)
     guards = {f"path:{p}": "absent" if p == args.get("creates") else "exists" for p in _guards(args)}
-    return Change(summary=f"run {shlex.join(argv)}", payload={"argv": argv}, fingerprint=guards)
+    # What a command leaves is known only after it ran: `creates` says where to look.
+    effects: list[Effect] = (
+        [Fills(posixpath.dirname(args["creates"]), f"the output of {argv[0]}")] if args.get("creates") else []
+    )
+    effects += [Removes(args["removes"])] if args.get("removes") else []
+    return Change(f"run {shlex.join(argv)}", payload={"argv": argv}, fingerprint=guards, effects=tuple(effects))
 
 
 def _guards(args: Mapping[str, Any]) -> list[str]:
@@ -84,13 +93,19 @@ def _guards(args: Mapping[str, Any]) -> list[str]:
 
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     stdin = args.get("stdin")
+    started = datetime.datetime.now()
     result = ctx.conn.run(
         change.payload["argv"],
         cwd=args.get("chdir"),
         stdin=stdin.encode() if stdin is not None else None,
         check=False,
     )
+    ended = datetime.datetime.now()
     data = {
+        # Ansible's shape: local date-times as str() gives them, the delta as a timedelta's str()
+        "start": str(started),
+        "end": str(ended),
+        "delta": str(ended - started),
         "rc": result.rc,
         "stdout": result.stdout,
         "stderr": result.stderr,

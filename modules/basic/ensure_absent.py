@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.module_api import Change, ProbeError, Result, TaskContext, TaskFailed, Unchanged
+from engine.module_api import Change, ProbeError, Removes, Result, TaskContext, TaskFailed, Unchanged
 
 SCHEMA = {
     "type": "object",
@@ -47,6 +47,7 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         fingerprint={
             f"path:{judged['resolved']}": f"{judged['type']} dev {judged['dev']} ino {judged['ino']} size {size}"
         },
+        effects=(Removes(path), Removes(judged["resolved"])),
     )
 
 

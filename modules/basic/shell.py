@@ -14,6 +14,8 @@ from typing import Any
 from engine.module_api import Change, Result, TaskContext, Unchanged
 from modules.basic import command
 
+# path arguments Ansible expands on the host (~, $VAR): expanded there before plan()
+HOST_PATHS = ("chdir", "creates", "removes")
 FREE_FORM = "cmd"
 CHECK_MODE = "skip"
 

@@ -22,6 +22,7 @@ from engine.module_api import (
     TaskFailed,
     TemplateError,
     Unchanged,
+    Writes,
     content_digest,
     render,
 )
@@ -89,21 +90,27 @@ def _wanted(ctx: TaskContext, args: Mapping[str, Any]) -> str:
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     path = args["path"]
     info = ctx.conn.run_probe("path_info", {"paths": [path]})["paths"][path]
+    if info.get("write_refusal"):  # planned too: a link on the way that another user made
+        raise TaskFailed(str(info["write_refusal"]))
     if info.get("type") in ("dir", "other"):
         raise TaskFailed(f"{path} exists and is not a regular file ({info['type']})")
-    current = ctx.conn.read_file(path) if info["exists"] else None
+    link = info.get("type") == "symlink"
+    # a symlink is replaced by the file, never read through: its target may be a secret
+    current = ctx.conn.read_file(path) if info["exists"] and not link else None
     wanted = _wanted(ctx, args).encode("utf-8")
     mode = args.get("mode")
     wanted_mode = int(mode, 8) if mode else None
     mode_differs = wanted_mode is not None and info.get("mode") and int(info["mode"], 8) != wanted_mode
-    if current == wanted and not mode_differs:
+    if current == wanted and not mode_differs and not link:
         return Unchanged(f"{path} is up to date", {"path": path, "size": len(wanted)})
     diffs = []
-    if current != wanted:
+    if link:
+        diffs.append(Diff(f"{path} (symlink, replaced by a file)", f"symlink -> {info['target']}\n", _as_text(wanted)))
+    elif current != wanted:
         diffs.append(Diff(path, _as_text(current), _as_text(wanted)))
     if mode_differs:
         diffs.append(Diff(f"{path} (mode)", f"{info['mode']}\n", f"0{wanted_mode:o}\n"))
-    verb = "create" if current is None else "update"
+    verb = "replace the symlink" if link else "create" if current is None else "update"
     return Change(
         summary=f"{verb} {path}",
         diffs=tuple(diffs),
@@ -111,6 +118,7 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         fingerprint={
             f"file:{path}": content_digest(current) + (f" mode {info['mode']}" if current is not None else "")
         },
+        effects=(Writes(path, wanted, wanted_mode),),
     )
 
 

@@ -9,7 +9,8 @@ its TRITON_MLA backend accepts an FP8 KV cache - read from its source, nothing i
 
 The rules live in `modules/checkpoints/compat_rules.yml`, each with its reason, fix and citation.
 `data.findings` lists every finding (register it and branch with `when`);
-`data.compatible` is false when any finding is `incompatible`. `fail_on: incompatible`
+`data.compatible` is false when any finding is `incompatible`, null ("cannot tell", with
+`data.cannot_tell` saying why) when the host shows no GPUs or no compute capability. `fail_on: incompatible`
 (default) fails the task on such a finding, `warning` also on warnings, `never` never.
 """
 
@@ -140,17 +141,25 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Unchanged:
         raise TaskFailed(f"compatibility rules unreadable: {exc}") from exc
     facts = gather_facts(ctx, args)
     found = compat.findings(rules, facts)
-    compatible = not any(f.severity == "incompatible" for f in found)
-    data = {"compatible": compatible, "findings": [f.as_data() for f in found], "facts": facts}
+    unknown = compat.cannot_tell(facts)
+    compatible = False if any(f.severity == "incompatible" for f in found) else (None if unknown else True)
+    data = {
+        "compatible": compatible,
+        "cannot_tell": unknown,
+        "findings": [f.as_data() for f in found],
+        "facts": facts,
+    }
     failing = _fails(args["fail_on"], found)
     if failing:
         raise TaskFailed("; ".join(f"[{f.id}] {f.message}" for f in failing), data)
+    sm = f" (SM {facts['gpu.sm']})" if facts["gpu.sm"] else ""
     summary = (
         f"{facts['model.architecture']} with TP {args['tensor_parallel_size']} on "
-        f"{facts['gpu.count']} GPU(s) (SM {facts['gpu.sm']}), vLLM "
-        f"{facts['vllm.version'] or 'not found'}"
+        f"{facts['gpu.count']} GPU(s){sm}, vLLM {facts['vllm.version'] or 'not found'}"
     )
-    verdict = "compatible" if compatible else "INCOMPATIBLE"
+    verdict = {True: "compatible", False: "INCOMPATIBLE", None: "cannot tell"}[compatible]
+    if compatible is None:
+        summary += " (" + "; ".join(unknown) + ")"
     return Unchanged(
         msg=f"{verdict}: {summary}; {len(found)} finding(s)",
         data=data,

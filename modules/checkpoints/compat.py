@@ -172,3 +172,14 @@ def findings(rules: tuple[Rule, ...], facts: Mapping[str, Any]) -> list[Finding]
             )
         )
     return found
+
+
+def cannot_tell(facts: Mapping[str, Any]) -> list[str]:
+    """Why no verdict can be given from these facts (empty: one can). Without GPUs, or
+    without their compute capability, the memory and attention-backend rules never ran:
+    "compatible" would be a guess."""
+    if not facts.get("gpu.count"):
+        return ["no GPUs readable on this host (GPU facts: NVML or nvidia-smi must work there)"]
+    if facts.get("gpu.sm") is None:
+        return [f"the compute capability of the {facts['gpu.count']} GPU(s) is unknown"]
+    return []

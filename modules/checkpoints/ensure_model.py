@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.module_api import Change, Diff, ProbeError, Result, TaskContext, TaskFailed, Unchanged
+from engine.module_api import Change, Diff, Fills, ProbeError, Result, TaskContext, TaskFailed, Unchanged
 from modules.checkpoints.manifest import (
     MANIFEST_NAME,
     Listing,
@@ -112,6 +113,19 @@ class Expected:
     notes: tuple[str, ...] = ()
 
 
+class HubUnreachable(Exception):
+    """Check mode on a host that cannot reach the hub: the step is named, not the run failed."""
+
+
+# How huggingface_hub (httpx, requests) says the hub was not reached at all, as opposed to
+# answering no (a wrong repo id, a missing token), which still fails the step.
+_UNREACHABLE = re.compile(
+    r"Connect(ion)?Error|ConnectTimeout|ReadTimeout|TimeoutException|Connection refused|Network is unreachable"
+    r"|Name or service not known|Temporary failure in name resolution|NameResolution|No route to host"
+    r"|Max retries exceeded|ProxyError|OfflineModeIsEnabled"
+)
+
+
 def _hub_args(args: Mapping[str, Any]) -> dict[str, Any]:
     """Controller-side HF settings for the host program; the token goes on stdin."""
     return {
@@ -150,7 +164,9 @@ def hub_listing(ctx: TaskContext, args: Mapping[str, Any]) -> Listing:
     return Listing.from_probe(answer)
 
 
-def expected_files(ctx: TaskContext, args: Mapping[str, Any], manifest: Manifest | None) -> Expected:
+def expected_files(
+    ctx: TaskContext, args: Mapping[str, Any], manifest: Manifest | None, check_mode: bool = False
+) -> Expected:
     usable = manifest if manifest is not None and manifest.covers(args) else None
     if usable is not None and is_commit(args["revision"]):
         return Expected(usable.listing, "manifest")
@@ -158,6 +174,8 @@ def expected_files(ctx: TaskContext, args: Mapping[str, Any], manifest: Manifest
         return Expected(hub_listing(ctx, args), "hub")
     except ProbeError as exc:
         reason = redact(str(exc)) + _install_hint(str(exc), args)
+        if usable is None and check_mode and _UNREACHABLE.search(str(exc)):
+            raise HubUnreachable(reason) from exc
         if usable is None:
             raise TaskFailed(f"cannot list {args['repo_id']}@{args['revision']}: {reason}") from exc
         note = (
@@ -212,9 +230,22 @@ def _branch_warning(args: Mapping[str, Any], commit: str) -> tuple[str, ...]:
     return (f"revision {args['revision']!r} is not a commit: this run is not reproducible; pin revision: {commit}",)
 
 
+def _unverified(args: Mapping[str, Any], reason: str) -> Change:
+    """The plan of a step check mode cannot know: never "ok", never a download it promises."""
+    return Change(
+        summary=f"check {args['local_dir']} against {args['repo_id']}@{args['revision']}, but cannot verify"
+        f" against the hub: not reached ({reason.splitlines()[0][:200]}); what it would download is known"
+        " only after apply, which needs the hub",
+        fingerprint={"hub": "not reached"},
+    )
+
+
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     manifest = read_manifest(ctx, args)
-    expected = expected_files(ctx, args, manifest)
+    try:
+        expected = expected_files(ctx, args, manifest, check_mode=bool(ctx.vars.get("ansible_check_mode")))
+    except HubUnreachable as exc:
+        return _unverified(args, str(exc))
     listing = expected.listing
     report = verify_local(ctx, args, listing, args["verify"])
     if report["index_problems"]:
@@ -259,6 +290,7 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
             "commit": listing.commit,
             **{f"file:{posixpath.join(args['local_dir'], n)}": _describe(n, bad[n]) for n in fetch},
         },
+        effects=(Fills(args["local_dir"], f"{len(fetch)} downloaded files"),),
     )
 
 

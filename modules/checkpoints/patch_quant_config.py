@@ -26,10 +26,12 @@ from engine.module_api import (
     Change,
     Diff,
     ProbeError,
+    Removes,
     Result,
     TaskContext,
     TaskFailed,
     Unchanged,
+    Writes,
     content_digest,
     keypath_diff,
 )
@@ -134,7 +136,9 @@ def requested_edits(args: Mapping[str, Any]) -> list[FileEdits]:
     ]
 
 
-def _describe(ctx: TaskContext, args: Mapping[str, Any], names: list[str]) -> dict[str, Any]:
+def describe(ctx: TaskContext, args: Mapping[str, Any], names: list[str]) -> dict[str, Any]:
+    """The model_files probe's answer for ``names`` in ``args["path"]`` (each one's kind and
+    its backup's); fails when the directory does not exist."""
     answer = ctx.conn.run_probe(
         "model_files",
         {"dir": args["path"], "names": names, "backup_suffix": args["backup_suffix"]},
@@ -191,7 +195,7 @@ def _plan_patched(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchang
     wanted = requested_edits(args)
     if not wanted:
         raise TaskFailed("nothing to do: give kv_cache_dtype, set or remove")
-    files = _describe(ctx, args, [edits.name for edits in wanted])["files"]
+    files = describe(ctx, args, [edits.name for edits in wanted])["files"]
     patches = [patch for edits in wanted if (patch := _patch_one(ctx, args, edits, files[edits.name])) is not None]
     if not patches:
         present = [e.name for e in wanted if files[e.name]["kind"] in ("file", "symlink")]
@@ -202,12 +206,24 @@ def _plan_patched(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchang
         diffs=tuple(Diff(p.path, p.before, p.after) for p in patches),
         payload={"op": "patch", "patches": patches},
         fingerprint={f"file:{p.path}": content_digest(p.before.encode("utf-8")) for p in patches},
+        effects=_patch_effects(args, patches, files),
     )
+
+
+def _patch_effects(args: Mapping[str, Any], patches: list[FilePatch], files: Mapping[str, Any]) -> tuple[Writes, ...]:
+    """The patched files, and the original kept beside each one that has no backup yet."""
+    suffix = args["backup_suffix"]
+    backups = [
+        Writes(p.path + suffix, p.before.encode("utf-8"))
+        for p in patches
+        if files[p.name]["backup"]["kind"] == "missing"
+    ]
+    return (*(Writes(p.path, p.after.encode("utf-8")) for p in patches), *backups)
 
 
 def _plan_restored(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     named = [edits.name for edits in requested_edits(args)]
-    answer = _describe(ctx, args, named)
+    answer = describe(ctx, args, named)
     names = [n for n in named if n in answer["backed_up"]] if named else answer["backed_up"]
     if not names:
         return Unchanged(f"no {args['backup_suffix']} originals to restore", {"restored": []})
@@ -219,11 +235,16 @@ def _plan_restored(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchan
         diffs.append(Diff(path, current.decode("utf-8", "replace"), original.decode("utf-8", "replace")))
         fingerprint[f"file:{path}"] = content_digest(current)
         fingerprint[f"file:{path}{args['backup_suffix']}"] = content_digest(original)
+    suffix = args["backup_suffix"]
+    effects = [
+        effect for d in diffs for effect in (Writes(d.label, d.after.encode("utf-8")), Removes(d.label + suffix))
+    ]
     return Change(
         summary="restore " + ", ".join(names),
         diffs=tuple(diffs),
         payload={"op": "restore", "names": names},
         fingerprint=fingerprint,
+        effects=tuple(effects),
     )
 
 
@@ -247,13 +268,17 @@ def _apply_patch(ctx: TaskContext, args: Mapping[str, Any], patch: FilePatch) ->
         ) from exc
 
 
+def restore_original(ctx: TaskContext, path: str, backup_suffix: str) -> bool:
+    """Rename the backup over ``path``: the original back as it was (a symlink as the same
+    link), the backup consumed. False when there was no backup."""
+    answer = ctx.conn.run_probe("model_fileops", {"op": "restore", "path": path, "backup_suffix": backup_suffix})
+    return bool(answer["restored"])
+
+
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     if change.payload["op"] == "restore":
         for name in change.payload["names"]:
-            ctx.conn.run_probe(
-                "model_fileops",
-                {"op": "restore", "path": posixpath.join(args["path"], name), "backup_suffix": args["backup_suffix"]},
-            )
+            restore_original(ctx, posixpath.join(args["path"], name), args["backup_suffix"])
         return Result(
             changed=True, msg=change.summary, diffs=change.diffs, data={"restored": list(change.payload["names"])}
         )

@@ -26,6 +26,8 @@ from modules.files.filework import (
     run_ops,
 )
 
+# path arguments Ansible expands on the host (~, $VAR): expanded there before plan()
+HOST_PATHS = ("dest",)
 SCHEMA = {
     "type": "object",
     "additionalProperties": False,
@@ -88,7 +90,7 @@ def _host_source(ctx: TaskContext, src: str, dest: str) -> tuple[list[str], list
     facts = answer["paths"][src]
     if not facts.get("exists"):
         raise TaskFailed(f"Source {src} not found")
-    if facts["type"] == "file":
+    if facts["type"] != "directory":  # the guarded read refuses a FIFO, a device, a socket
         data = ctx.conn.read_file(src) or b""
         return [], [Content(_into(ctx, dest, posixpath.basename(src)), data, int(facts["mode"], 8))]
     base = src.rstrip("/")
@@ -139,7 +141,9 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     summary = (
         changes[0].summary if len(changes) == 1 and not dir_ops else f"copy {len(changes)} files to {args['dest']}"
     )
-    return Change(summary, diffs, {"dir_ops": dir_ops, "files": changes})
+    prints = {k: v for c in changes for k, v in c.fingerprint.items()}
+    effects = tuple(e for c in changes for e in c.effects)
+    return Change(summary, diffs, {"dir_ops": dir_ops, "files": changes}, prints, effects)
 
 
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:

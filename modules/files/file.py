@@ -13,9 +13,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
-from modules.files.filework import ATTR_PROPERTIES, Attrs, host_facts, identity, parse_mode, run_ops, target_path
+from engine.module_api import Change, Diff, Removes, Result, TaskContext, TaskFailed, Unchanged
+from modules.files.filework import (
+    ATTR_PROPERTIES,
+    Attrs,
+    host_facts,
+    identity,
+    judge_removal,
+    parse_mode,
+    refuse_unsafe_write,
+    run_ops,
+    target_path,
+)
 
+# path arguments Ansible expands on the host (~, $VAR): expanded there before plan()
+HOST_PATHS = ("path", "dest", "name", "src")
 SCHEMA = {
     "type": "object",
     "additionalProperties": False,
@@ -70,11 +82,17 @@ def _state_diff(path: str, facts: Mapping[str, Any], after: str) -> Diff:
     return Diff(f"{path} (state)", _describe(facts), after)
 
 
-def _plan_absent(path: str, facts: Mapping[str, Any]) -> Change | None:
-    if not facts.get("exists"):
+def _plan_absent(ctx: TaskContext, path: str) -> Change | None:
+    """Judged by identity on the host (path_judge): never `/`, a system or home directory,
+    a mount point, or a directory holding one; a symlink is removed itself."""
+    judged = judge_removal(ctx, path)
+    if not judged["exists"]:
         return None
-    op = {"op": "remove", "path": path, "identity": identity(facts)}
-    return Change(f"remove {facts['type']} {path}", (_state_diff(path, facts, "absent\n"),), {"ops": [op]})
+    real = judged["resolved"]
+    kind = {"dir": "directory", "symlink": "link"}.get(judged["type"], judged["type"])
+    op = {"op": "remove", "path": path, "identity": [judged["dev"], judged["ino"]]}
+    diffs = (Diff(f"{real} (state)", f"{kind}\n", "absent\n"),)
+    return Change(f"remove {kind} {real}", diffs, {"ops": [op]}, effects=(Removes(path), Removes(real)))
 
 
 def _plan_directory(
@@ -148,16 +166,18 @@ def _plan_file(path: str, facts: Mapping[str, Any], attrs: Attrs) -> Change | No
 
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     path, state = target_path(args, "path"), args["state"]
+    if state == "absent":
+        change = _plan_absent(ctx, path)
+        return change or Unchanged(f"{path} is absent", {"path": path, "state": state})
     if state in ("link", "hard") and "src" not in args:
         raise TaskFailed(f"state {state} needs src")
     paths = [path, args["src"]] if state == "hard" else [path]
     tree = {"path": path, "mode": parse_mode(args.get("mode"))} if state == "directory" and args["recurse"] else None
     answer = host_facts(ctx, paths, owner=args.get("owner"), group=args.get("group"), tree=tree)
     facts = answer["paths"][path]
+    refuse_unsafe_write(facts)
     attrs = Attrs.wanted(args, answer)
-    if state == "absent":
-        change = _plan_absent(path, facts)
-    elif state == "directory":
+    if state == "directory":
         change = _plan_directory(path, facts, attrs, args, answer.get("tree_mismatches"))
     elif state in ("link", "hard"):
         change = _plan_link(path, facts, answer["paths"].get(args["src"], {}), attrs, args)

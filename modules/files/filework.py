@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.module_api import Change, Diff, ProbeError, TaskContext, TaskFailed
+from engine.module_api import Change, Diff, ProbeError, TaskContext, TaskFailed, Writes, content_digest
 from modules.files.probes import file_mode
 
 ATTR_PROPERTIES: dict[str, Any] = {
@@ -108,6 +108,25 @@ def run_ops(ctx: TaskContext, ops: Sequence[Mapping[str, Any]]) -> None:
         ctx.conn.run_probe("file_set", {"ops": [dict(op) for op in ops]})
     except ProbeError as exc:
         raise TaskFailed(str(exc)) from None
+
+
+def refuse_unsafe_write(facts: Mapping[str, Any]) -> None:
+    """Fail in the plan (check mode too) when the guarded write would refuse the path: a
+    link on the way that another user made, a relative path, a NUL byte."""
+    if facts.get("write_refusal"):
+        raise TaskFailed(str(facts["write_refusal"]))
+
+
+def judge_removal(ctx: TaskContext, path: str) -> dict[str, Any]:
+    """What removing ``path`` would remove, judged on the host by identity (path_judge,
+    the same judgement ensure_absent uses); a protected object fails the task."""
+    try:
+        judged = ctx.conn.run_probe("path_judge", {"path": path})
+    except ProbeError as exc:
+        raise TaskFailed(f"cannot judge {path}: {str(exc).removeprefix('probe path_judge failed: ')}") from None
+    if judged["refusal"]:
+        raise TaskFailed(str(judged["refusal"]))
+    return judged
 
 
 def identity(facts: Mapping[str, Any]) -> list[int] | None:
@@ -247,6 +266,7 @@ def plan_content(ctx: TaskContext, args: Mapping[str, Any], content: Content, ve
     dest, wanted = content.dest, content.data
     answer = host_facts(ctx, [dest], owner=args.get("owner"), group=args.get("group"))
     facts = answer["paths"][dest]
+    refuse_unsafe_write(facts)
     if facts.get("exists") and facts["type"] != "file":
         raise TaskFailed(f"{dest} exists and is not a regular file ({facts['type']})")
     attrs = Attrs.wanted(args, answer)
@@ -263,7 +283,13 @@ def plan_content(ctx: TaskContext, args: Mapping[str, Any], content: Content, ve
         return None
     summary = f"{verb} {dest}" if current != wanted else f"set attributes of {dest}"
     payload = {"dest": dest, "data": wanted, "previous": current, "attrs": attrs, "identity": identity(facts)}
-    return Change(summary=summary, diffs=tuple(diffs), payload={**payload, "content": content})
+    return Change(
+        summary=summary,
+        diffs=tuple(diffs),
+        payload={**payload, "content": content},
+        fingerprint={f"file:{dest}": content_digest(current)},
+        effects=(Writes(dest, wanted, written),),
+    )
 
 
 def _validate(ctx: TaskContext, command: str, dest: str, data: bytes) -> None:

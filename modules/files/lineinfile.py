@@ -16,6 +16,8 @@ from typing import Any
 from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
 from modules.files.filework import CONTENT_PROPERTIES, Content, apply_content, plan_content, target_path
 
+# path arguments Ansible expands on the host (~, $VAR): expanded there before plan()
+HOST_PATHS = ("path", "dest", "name")
 SCHEMA = {
     "type": "object",
     "additionalProperties": False,

@@ -13,6 +13,8 @@ from typing import Any
 from engine.module_api import TaskContext, Unchanged
 from modules.files.filework import host_facts, target_path
 
+# path arguments Ansible expands on the host (~, $VAR): expanded there before plan()
+HOST_PATHS = ("path",)
 SCHEMA = {
     "type": "object",
     "additionalProperties": False,

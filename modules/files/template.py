@@ -16,6 +16,8 @@ from typing import Any
 from engine.module_api import Change, Result, TaskContext, TaskFailed, TemplateError, Unchanged, render_text
 from modules.files.filework import CONTENT_PROPERTIES, Content, apply_content, controller_file, plan_content
 
+# path arguments Ansible expands on the host (~, $VAR): expanded there before plan()
+HOST_PATHS = ("dest",)
 SCHEMA = {
     "type": "object",
     "additionalProperties": False,

@@ -5,9 +5,10 @@ process the driver reports AND that has an NVIDIA device open (/proc/PID/fd ->
 /dev/nvidia*), checked again on the host just before each signal. Holders are terminated
 (SIGTERM, then SIGKILL after `term_timeout_s`) together with their vLLM relatives: the
 vLLM-shaped processes (API server, `VLLM::EngineCore`, `VLLM::Worker*`, their
-multiprocessing resource tracker) tied to a holder by ancestry, including those orphaned
-to PID 1 in the holder's session. A shell, an editor or a `tail -f vllm.log` in the same
-session is never touched. Processes matching `kill_patterns` go too, with their vLLM
+multiprocessing resource tracker) tied to a holder by ancestry: its vLLM-shaped ancestors
+and their vLLM-shaped descendants. A session is never a tie: another server orphaned in
+the same session (on another GPU) is not a relative, and a shell, an editor or a
+`tail -f vllm.log` in the same session is never touched. Processes matching `kill_patterns` go too, with their vLLM
 relatives. Then it waits until the GPUs read idle or `timeout_s` passes.
 
 Never signals PID 1 nor rigger's own processes on the host (the remote interpreter, the
@@ -30,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
+from engine.module_api import Change, Diff, Result, Stops, TaskContext, TaskFailed, Unchanged
 from modules.gpu.holders import family, vllm_shaped
 
 PATTERN_LIST = {"type": "array", "items": {"type": "string", "minLength": 1}}
@@ -67,7 +68,8 @@ SCHEMA: dict[str, Any] = {
             "default": 60,
         },
         "kill_patterns": {
-            **PATTERN_LIST,
+            "type": "array",
+            "items": {"type": "string", "minLength": 1, "killPattern": True},
             "default": [],
             "description": "Regexes (searched in process name and command line): matching "
             "processes are terminated too, even before they hold GPU memory.",
@@ -249,13 +251,25 @@ NO_DEVICE = (
 )
 
 
+def _device_problem(h: Holder) -> str | None:
+    """None when the holder has this GPU's device node open (any /dev/nvidiaN when the
+    driver does not give the GPU's node)."""
+    opened = h.proc.get("gpu_devices") if h.proc else None
+    if not opened:
+        return NO_DEVICE
+    node = h.gpu.get("device_node")
+    if node and node not in opened:
+        return f"has {', '.join(opened)} open, not {node} (GPU {h.gpu['index']}): not proven to hold this GPU"
+    return None
+
+
 def _holder_problems(holders: list[Holder], own: Mapping[str, Any], rules: Rules) -> list[str]:
     problems = []
     for h in holders:
         if h.proc is None:
             problems.append(_holder_line(h, "no such process visible here (another container or PID namespace?)"))
             continue
-        why = _refusal(h.proc, own, rules) or (None if h.proc.get("gpu_devices") else NO_DEVICE)
+        why = _refusal(h.proc, own, rules) or _device_problem(h)
         if why:
             problems.append(_holder_line(h, why))
     return problems
@@ -288,6 +302,7 @@ class Target:
     line: str
     gpu_holder: bool
     described: str
+    devices: tuple[str, ...] = ()  # the selected GPUs' /dev/nvidiaN it holds (empty: unknown)
 
 
 def _targets(
@@ -295,8 +310,10 @@ def _targets(
 ) -> tuple[list[Target], list[str]]:
     by_pid = {p["pid"]: p for p in procs}
     held: dict[int, int] = {}
+    nodes: dict[int, set[str | None]] = {}
     for h in holders:
         held[h.pid] = held.get(h.pid, 0) + (h.used_mib or 0)
+        nodes.setdefault(h.pid, set()).add(h.gpu.get("device_node"))
     targets, spared = [], []
     for pid in sorted(set(held) | _extras(holders, procs, own, rules, vllm_tree)):
         proc = by_pid.get(pid)
@@ -309,7 +326,9 @@ def _targets(
             continue
         mib = f", holds {held[pid]} MiB" if pid in held else ""
         described = _describe(pid, proc)
-        targets.append(Target(pid, proc["start_time"], f"{described}{mib}", pid in held, described))
+        known = nodes.get(pid, {None})  # a node the driver did not give: any /dev/nvidiaN proves it
+        devices = () if None in known else tuple(sorted(str(n) for n in known))
+        targets.append(Target(pid, proc["start_time"], f"{described}{mib}", pid in held, described, devices))
     return targets, spared
 
 
@@ -388,12 +407,16 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         summary=f"terminate {_count(len(targets), 'process', 'processes')}: " + "; ".join(lines),
         diffs=(Diff("processes to signal (SIGTERM, then SIGKILL)", "\n".join(lines) + "\n", ""),),
         payload={
-            "targets": [{"pid": t.pid, "start_time": t.start_time, "gpu_holder": t.gpu_holder} for t in targets],
+            "targets": [
+                {"pid": t.pid, "start_time": t.start_time, "gpu_holder": t.gpu_holder, "devices": list(t.devices)}
+                for t in targets
+            ],
             "lines": lines,
             "spared": spared,
             "used_mib_before": sum((g["memory_used_mib"] or 0) for g in gpus),
         },
         fingerprint={f"process:{t.pid}": f"start_time {t.start_time}: {t.described}" for t in targets},
+        effects=tuple(Stops(t.pid, t.start_time, t.line) for t in targets),
     )
 
 

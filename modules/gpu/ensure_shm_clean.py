@@ -8,7 +8,10 @@ Candidates are entries directly in `path` whose name matches one of `patterns` (
 globs; by default CPython's `psm_` + 8 hex, multiprocessing's `sem.mp-*`, NCCL's
 `nccl-*`, PyTorch's `torch_*` and vLLM's `vllm_offload_*` / `VLLM_OBJECT_STORAGE_SHM_BUFFER_*`).
 A segment still open or mapped by any live process (checked through /proc/*/fd and
-/proc/*/maps by device and inode) is never removed; nor is anything that is not a regular
+/proc/*/maps by device and inode) is never removed. Where rigger cannot see every process
+(it runs in a PID namespace that is not the host's, as in a container, or /proc shows
+another one) no segment is proven unused, so none is removed: each is kept with that
+reason. Nor is anything that is not a regular
 file (symlinks are not followed), nor anything younger than `min_age_s`, nor, with
 `owners` set, anything owned by another user. Run it after `ensure_gpus_idle`: dead
 processes release their mappings. Never run it while a vLLM/NCCL job is starting: a
@@ -20,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.module_api import Change, Diff, ProbeError, Result, TaskContext, TaskFailed, Unchanged
+from engine.module_api import Change, Diff, ProbeError, Removes, Result, TaskContext, TaskFailed, Unchanged
 
 DEFAULT_PATTERNS = [
     "psm_" + "[0-9a-f]" * 8,
@@ -136,6 +139,7 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
             f"segment:{path}/{e['name']}": f"dev {e['dev']} ino {e['ino']} ctime_ns {e['ctime_ns']} size {e['size']}"
             for e in leaked
         },
+        effects=tuple(Removes(f"{seen['path']}/{name}") for name in names),
     )
 
 

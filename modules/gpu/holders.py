@@ -7,13 +7,13 @@ never condemns a process: a relative must also be tied to the holder by ancestry
 family of a seed (a holder, or a process kill_patterns matched) is:
 
 - its vLLM-shaped ancestors, up to the first one that is not vLLM-shaped (the top);
-- the vLLM-shaped descendants of that top, through vLLM-shaped parents only;
-- when the top was orphaned (its parent is PID 1 or a reaper in another session, as when
-  the API server was killed and EngineCore and workers were re-parented), the
-  vLLM-shaped siblings in the top's session, and their vLLM-shaped descendants.
+- the vLLM-shaped descendants of that top, through vLLM-shaped parents only.
 
-A shell, an editor or ``tail -f vllm.log`` in the same session is never vLLM-shaped, so it
-is never part of a family, whatever its session.
+A session is never a tie: when the API server was killed, its EngineCore (re-parented to
+init) is the top, and its workers are its children. Two servers orphaned in one session
+(started from one shell that has exited) are two families: ending the one on GPU 0 never
+reaches the other team's on GPU 1. A shell, an editor or ``tail -f vllm.log`` is never
+vLLM-shaped, so it is never part of a family either.
 """
 
 from __future__ import annotations
@@ -74,11 +74,6 @@ def _top(seed: Proc, by_pid: Mapping[int, Proc]) -> Proc:
         top = parent
 
 
-def _orphaned(top: Proc, by_pid: Mapping[int, Proc]) -> bool:
-    parent = by_pid.get(int(top["ppid"]))
-    return int(top["ppid"]) <= 1 or (parent is not None and parent["sid"] != top["sid"])
-
-
 def family(seed: Proc, procs: Iterable[Proc]) -> set[int]:
     """Pids of the seed's vLLM family (see the module doc), the seed itself included."""
     table = list(procs)
@@ -87,9 +82,4 @@ def family(seed: Proc, procs: Iterable[Proc]) -> set[int]:
     if not vllm_shaped(seed):
         return {int(seed["pid"])} | _shaped_descendants(seed, children)
     top = _top(seed, by_pid)
-    members = {int(seed["pid"]), int(top["pid"])} | _shaped_descendants(top, children)
-    if _orphaned(top, by_pid) and int(top["sid"]) > 1:
-        for sibling in children.get(int(top["ppid"]), []):
-            if sibling["sid"] == top["sid"] and vllm_shaped(sibling):
-                members |= {int(sibling["pid"])} | _shaped_descendants(sibling, children)
-    return members
+    return {int(seed["pid"]), int(top["pid"])} | _shaped_descendants(top, children)

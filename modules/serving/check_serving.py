@@ -9,6 +9,17 @@ Given the server's log (`log_path`, as serve_vllm registers it), failed requests
 explained: a server that crashed while being measured is reported with the fatal line
 from its log (found anywhere since the start) and a hint when the cause is known.
 
+First, in bounded time, that the server makes progress and does not only answer: vLLM's
+`/health` says 200 while its EngineCore is stopped or hung (vLLM #16259). Every process of
+the server (`pid`, else the process listening on `port`, and its descendants) is read from
+/proc: one stopped (T) or stuck in uninterruptible sleep (D) fails the task naming it and
+its state, with no request sent (it would only hang); else a 1-token completion must come
+back within `wedge_timeout_s`. Only then is it measured.
+
+Every result is stored on the controller (`rigger baselines` lists them), keyed by host,
+model and `revision`, the vLLM and torch versions and the flags' hash of the `server`
+serve_vllm registered, and the GPU type.
+
 Check mode skips it: the server it would measure is the one the play's earlier tasks
 would have started or restarted, which check mode did not do; measuring whatever runs
 now would report on the wrong server (or fail because none runs yet).
@@ -21,10 +32,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.module_api import Change, Result, TaskContext, TaskFailed
+from modules.serving.baseline import baseline_key, record
 from modules.serving.bench import BenchSummary, summarize
-from modules.serving.readiness import FATAL_PATTERNS, hint_for
+from modules.serving.readiness import FATAL_PATTERNS, hint_for, liveness
 
-CHECK_MODE = "skip"
+CHECK_MODE = "measure"
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -106,6 +118,32 @@ SCHEMA: dict[str, Any] = {
             "description": "The server's log on the host (serve_vllm registers it as "
             "`log_path`): when requests fail, a crash recorded there is quoted.",
         },
+        "pid": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "default": None,
+            "description": "The server's pid (serve_vllm registers it as `pid`); default: the "
+            "process listening on `port`. Its processes are checked for a wedged engine.",
+        },
+        "wedge_timeout_s": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 30,
+            "description": "Seconds a 1-token completion may take before a server whose /health "
+            "says 200 counts as wedged (its engine alive but making no progress).",
+        },
+        "server": {
+            "type": ["object", "null"],
+            "default": None,
+            "description": "What serve_vllm registered for this server (`register: vllm`, then "
+            '`server: "{{ vllm }}"`): its argv keys the stored baseline (flags\' hash, '
+            "vLLM and torch versions of its interpreter).",
+        },
+        "revision": {
+            "type": ["string", "null"],
+            "default": None,
+            "description": "The model's revision (a hub commit, a checkpoint tag), part of the stored baseline's key.",
+        },
     },
 }
 
@@ -118,7 +156,11 @@ def _base_url(args: Mapping[str, Any]) -> str:
 
 
 def _api_key(args: Mapping[str, Any]) -> str | None:
-    name = args["api_key_env"]
+    return api_key(args["api_key_env"])
+
+
+def api_key(name: str | None) -> str | None:
+    """The key in rigger's environment under ``name`` (None when no name is given)."""
     if not name:
         return None
     value = os.environ.get(name)
@@ -157,8 +199,29 @@ def _crash_line(ctx: TaskContext, args: Mapping[str, Any]) -> str | None:
     return str(answer["line"]).strip() if answer.get("line") else None
 
 
-def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
+def _server_pids(ctx: TaskContext, args: Mapping[str, Any]) -> list[int]:
+    if args["pid"]:
+        return [int(args["pid"])]
+    owners = ctx.conn.run_probe("port_owner", {"port": int(args["port"])}).get("owners") or []
+    return sorted({int(owner["pid"]) for owner in owners})
+
+
+def _refuse_wedged(ctx: TaskContext, args: Mapping[str, Any], url: str, key: str | None) -> None:
+    answer = liveness(ctx.conn, _server_pids(ctx, args), url, str(args["model"]), key, float(args["wedge_timeout_s"]))
+    if answer["wedged"]:
+        raise TaskFailed(
+            f"vLLM at {url} is wedged: {answer['why']}; /health answers {answer.get('health')}; "
+            "serve_vllm restarts a wedged server (same spec)",
+            {"url": url, "wedged": True, "stuck": answer["stuck"], "processes": answer["processes"]},
+        )
+
+
+def measure(ctx: TaskContext, args: Mapping[str, Any]) -> BenchSummary:
+    """One load test from the host, as this module runs it, after the wedge check (the
+    rollout's performance gate reuses it)."""
     url = _base_url(args)
+    key = _api_key(args)
+    _refuse_wedged(ctx, args, url, key)
     answer = ctx.conn.run_probe(
         "vllm_bench",
         {
@@ -169,12 +232,19 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
             "concurrency": args["concurrency"],
             "max_tokens": args["max_tokens"],
             "ignore_eos": args["ignore_eos"],
-            "api_key": _api_key(args),
+            "api_key": key,
             "request_timeout_s": args["request_timeout_s"],
         },
     )
-    summary = summarize(answer["results"], float(answer["wall_s"]))
-    data = {**summary.as_data(), "url": url, "model": args["model"]}
+    return summarize(answer["results"], float(answer["wall_s"]))
+
+
+def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
+    url = _base_url(args)
+    summary = measure(ctx, args)
+    key = baseline_key(ctx, str(args["model"]), args["server"], args["revision"])
+    record(key, summary.as_data(), "check_serving")
+    data = {**summary.as_data(), "url": url, "model": args["model"], "baseline_key": key.as_data()}
     message = _message(summary, url)
     if summary.errors:
         failed = f"{message}; first errors: {'; '.join(summary.first_errors)}"

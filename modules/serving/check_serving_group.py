@@ -7,8 +7,10 @@ not trusted: vLLM's API answers `/health` 200 for minutes after a worker rank di
 (vLLM #16259), so each rank's recorded process is checked by pid and start time and each
 node must still have all its `VLLM::Worker` processes (mp backend); with `ray`, the Ray
 cluster must still show every node. Then a completion must come back from the head.
-Fails naming every rank that is down (without waiting on a completion: with a pipeline
-stage gone a request hangs until its timeout) or what the completion answered.
+A rank whose process is stopped (T) or stuck in uninterruptible sleep (D) is wedged: named
+with its state. Fails naming every rank that is down or wedged (without waiting on a
+completion: with a pipeline stage gone a request hangs until its timeout) or what the
+completion answered.
 
 Check mode skips it: the group it would check is the one the play's earlier tasks would
 have started, which check mode did not do.
@@ -16,17 +18,18 @@ have started, which check mode did not do.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.module_api import Change, Result, ScopedConnection, TaskContext, TaskFailed
 from modules.serving import group_status
 from modules.serving.group import connection, resolve_layout
 from modules.serving.group_status import base_url
+from modules.serving.readiness import liveness
 from modules.serving.serve_vllm_group import SCHEMA as GROUP_SCHEMA
 from modules.serving.spec import served_name
 
-CHECK_MODE = "skip"
+CHECK_MODE = "measure"
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -73,6 +76,19 @@ def _completion(ctx: TaskContext, args: Mapping[str, Any], head_conn: ScopedConn
     return False, f"the completion failed: {why}"
 
 
+def _wedged_ranks(ctx: TaskContext, states: Sequence[group_status.RankState]) -> list[str]:
+    """Ranks alive but stuck: a process of theirs stopped (T) or in uninterruptible sleep (D)."""
+    found = []
+    for state in states:
+        pids = [int(p) for p in (state.record.get("pid"), *state.workers) if p]
+        if not pids or not state.server.leader_alive:
+            continue
+        answer = liveness(connection(ctx, state.node), pids, "", "", None, 1, processes_only=True)
+        if answer["wedged"]:
+            found.append(f"{state.node.label}: wedged: {answer['why']}")
+    return found
+
+
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change:
     layout = resolve_layout(ctx, args)
     names = ", ".join(node.name for node in layout.nodes)
@@ -83,6 +99,7 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     layout = resolve_layout(ctx, args)
     states = group_status.read_group(ctx, layout, args, served_name(args), group_status.api_key(args))
     down = [f"{node.label}: {why}" for node, why in group_status.problems(states, None, layout)]
+    down.extend(_wedged_ranks(ctx, states))
     ray = group_status.ray_problem(ctx, args, layout)
     if ray:
         down.append(ray)

@@ -112,6 +112,8 @@ def record_identity(
         "node_id": raylet["node_id"],
         "registered_address": node_view["address"],
         "sockets": _socket_paths(raylet["cmdline"]),
+        # by identity, so Ray's daemons are still known as this node's once `ray start` is gone
+        "members": [{"pid": int(p["pid"]), "start_time": int(p["start_time"])} for p in status.session],
     }
     conn.write_file(status.spec.state_path, json.dumps(record, indent=2, sort_keys=True).encode(), mode=0o600)
     return record

@@ -47,6 +47,9 @@ from modules.serving.session import describe_process
 _NODE_MAP = {"type": "object", "default": {}}
 _COUNT = {"type": ["integer", "null"], "minimum": 0, "default": None}
 
+# path arguments Ansible would expand on the host (~, $VAR): expanded there before plan()
+HOST_PATHS = ("state_dir",)
+
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,

@@ -8,8 +8,11 @@ sizing, graph capture / compilation, and the API coming up.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from engine.module_api import ScopedConnection
 
 TAIL_LINES = 15
 MAX_LINE_CHARS = 400
@@ -161,3 +164,31 @@ class LogFollower:
 
     def all_lines(self) -> list[str]:
         return [*self.lines, self._partial] if self._partial.strip() else list(self.lines)
+
+
+def liveness(
+    conn: ScopedConnection,
+    pids: Sequence[int],
+    base_url: str,
+    model: str,
+    api_key: str | None,
+    timeout_s: float,
+    processes_only: bool = False,
+) -> Mapping[str, Any]:
+    """Forward progress, not just an answer (the vllm_liveness probe): ``wedged`` is true when
+    a process of the server (``pids`` and their descendants) is stopped or stuck in
+    uninterruptible sleep, or when ``/health`` says 200 but a 1-token completion does not come
+    back within ``timeout_s``; ``why`` names the process and its state. Bounded: the states
+    are read in well under a second, the completion waits at most ``timeout_s``."""
+    answer: Mapping[str, Any] = conn.run_probe(
+        "vllm_liveness",
+        {
+            "pids": list(pids),
+            "base_url": base_url,
+            "model": model,
+            "api_key": api_key,
+            "timeout_s": timeout_s,
+            "processes_only": processes_only,
+        },
+    )
+    return answer

@@ -2,7 +2,8 @@
 
 The server runs detached in its own session (setsid), stdin from /dev/null, output to a
 log file, so it survives the SSH connection and rigger exiting. A state file on the host
-records pid, process start time, session id, spec hash, argv, port and log path.
+records pid, process start time, boot id, session id, spec hash, argv, port and log path;
+once the server is ready, the identities (pid + start time) of its processes too.
 
 The spec hash covers the argv, the environment (the API key only as a hash) and the
 contents of the model's `config.json` and `hf_quant_config.json`: running, healthy and
@@ -16,9 +17,10 @@ runs before an old server is stopped: a start that cannot succeed leaves the run
 server as it was. A model, served name or other flag value starting with `-` is refused
 (vLLM would read it as a flag).
 
-`stopped` ends the whole session (API server, EngineCore, workers, orphans included:
-SIGTERM, then SIGKILL) and waits until the port is free. A port held by a process rigger
-did not start is a clear failure naming it; rigger never kills it.
+`stopped` ends the server's processes, found by identity (the recorded API server,
+EngineCore and workers, orphans included, and their descendants: SIGTERM, then SIGKILL;
+never a process that merely has the recorded session id) and waits until the port is
+free. A port held by a process rigger did not start is a clear failure naming it; rigger never kills it.
 The API key travels only in the launch environment (`VLLM_API_KEY`), named by
 `api_key_env` (a variable of the environment rigger runs in): never in argv or output.
 `inspected` changes nothing: registered, it tells later tasks (`when:`) whether the
@@ -39,6 +41,8 @@ from engine.module_api import (
     Diff,
     Result,
     ScopedConnection,
+    Starts,
+    Stops,
     TaskContext,
     TaskFailed,
     Unchanged,
@@ -46,13 +50,24 @@ from engine.module_api import (
 )
 from modules.serving import session as sessions
 from modules.serving.packages import package_fingerprint
-from modules.serving.spec import CRASH_REPORT_ENV, LaunchSpec, build_spec, config_paths, served_name
+from modules.serving.readiness import liveness
+from modules.serving.spec import (
+    CRASH_REPORT_ENV,
+    LaunchSpec,
+    build_spec,
+    config_paths,
+    read_config_files,
+    served_name,
+)
 from modules.serving.specdiff import spec_diffs
 from modules.serving.waiting import WaitTarget, wait_ready
 
 ANY_ADDRESS = ("0.0.0.0", "::", "")
 # a value that starts with "-" would be read by vLLM's parser as a flag of its own
 NOT_A_FLAG = "^[^-]"
+
+# path arguments Ansible would expand on the host (~, $VAR): expanded there before plan()
+HOST_PATHS = ("state_dir", "log_path")
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -144,7 +159,7 @@ SCHEMA: dict[str, Any] = {
             "type": "array",
             "items": {"type": ["string", "number"]},
             "default": [],
-            "description": "More vLLM flags, appended as given (never --api-key).",
+            "description": "More vLLM flags, appended as given (never --api-key or --hf-token, in any spelling).",
         },
         "env": {
             "type": "object",
@@ -173,6 +188,14 @@ SCHEMA: dict[str, Any] = {
             "`restarted`: restart now; `inspected`: change nothing, only report (for "
             "`register` and `when`) whether the recorded server runs, is healthy and runs "
             "this spec (`data.healthy`, `data.same_spec`).",
+        },
+        "wedge_timeout_s": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 30,
+            "description": "A running server with this spec whose /health says 200 is still checked "
+            "for progress: a process of it stopped (T) or stuck (D), or a 1-token completion not back "
+            "within this many seconds, is wedged, and is restarted (spec unchanged) as a down server is.",
         },
         "ready_timeout_s": {
             "type": "number",
@@ -209,6 +232,16 @@ def _log_path(args: Mapping[str, Any]) -> str:
     return args["log_path"] or posixpath.join(args["state_dir"], f"{args['name']}.log")
 
 
+def state_path(args: Mapping[str, Any]) -> str:
+    """The state file of the server these (defaults-filled) arguments declare."""
+    return _state_path(args)
+
+
+def base_url(args: Mapping[str, Any]) -> str:
+    """Where the declared server answers, as seen from its host."""
+    return _base_url(args)
+
+
 def _probe_host(args: Mapping[str, Any]) -> str:
     host = str(args["host"])
     return "127.0.0.1" if host in ANY_ADDRESS else host
@@ -220,8 +253,7 @@ def _base_url(args: Mapping[str, Any]) -> str:
 
 
 def _read_spec(conn: ScopedConnection, args: Mapping[str, Any]) -> LaunchSpec:
-    files = {name: conn.read_file(path) for name, path in config_paths(args["model"]).items()}
-    return build_spec(args, files, os.environ)
+    return build_spec(args, read_config_files(conn, args["model"]), os.environ)
 
 
 def _check_port(conn: ScopedConnection, args: Mapping[str, Any], status: sessions.ServerStatus) -> None:
@@ -252,27 +284,48 @@ def _start_fingerprint(
     }
 
 
+def _stops(status: sessions.ServerStatus) -> tuple[Stops, ...]:
+    """The running server's processes, said as the review reads them."""
+    record = status.record or {}
+    serving = f" serving {record.get('served_model_name')} on :{record.get('port')}" if record.get("port") else ""
+    return tuple(
+        Stops(
+            int(p["pid"]),
+            p.get("start_time"),
+            f"vLLM pid {p['pid']}{serving}" if p["pid"] == record.get("pid") else sessions.describe_process(p),
+        )
+        for p in status.session
+    )
+
+
 def _plan_stop(status: sessions.ServerStatus) -> Change | Unchanged:
     if not status.session:
         return Unchanged(f"not running ({status.describe()})")
     procs = "\n".join(sessions.describe_process(p) for p in status.session) + "\n"
     return Change(
         summary=f"stop vLLM ({len(status.session)} processes; {status.describe()})",
+        kind="stop",
         diffs=(Diff("vLLM processes", procs, ""),),
         fingerprint=_processes_fingerprint(status),
+        effects=_stops(status),
     )
 
 
-def _start_reason(status: sessions.ServerStatus, spec_hash: str, state: str) -> str | None:
-    """What must be done and why (a verb first: output says "would ..."), or None."""
+def _start_reason(status: sessions.ServerStatus, spec_hash: str, state: str) -> tuple[str, str] | None:
+    """What must be done and why (a verb first: output says "would ..."), with the kind of
+    change (Change.kind) it is, or None. Policies such as `rigger watch`'s self-healing allow
+    some kinds ("down": the recorded server died or stopped answering, its spec unchanged)
+    and leave others to a person ("spec": a restart for a changed spec; "new"; "requested")."""
     if state == "restarted":
-        return "restart vLLM (state: restarted)"
+        return "requested", "restart vLLM (state: restarted)"
     if status.record is None:
-        return "start vLLM (no server recorded)"
+        return "new", "start vLLM (no server recorded)"
+    same_spec = status.record.get("spec_hash") == spec_hash
     if not status.healthy:
-        return f"start vLLM ({status.describe()})"
-    if status.record.get("spec_hash") != spec_hash:
-        return f"restart vLLM: the spec changed (pid {status.record.get('pid')} runs an older one)"
+        # down with its spec unchanged is a repair; with a changed spec it is a rollout
+        return "down" if same_spec else "spec", f"start vLLM ({status.describe()})"
+    if not same_spec:
+        return "spec", f"restart vLLM: the spec changed (pid {status.record.get('pid')} runs an older one)"
     return None
 
 
@@ -291,21 +344,52 @@ def _inspected(status: sessions.ServerStatus, spec_hash: str, args: Mapping[str,
     return Unchanged(f"{status.describe()}; {spec_note}", data)
 
 
+def _status(conn: ScopedConnection, args: Mapping[str, Any]) -> sessions.ServerStatus:
+    """The recorded server's status, its health asked where it runs: after a port change
+    the new port has no server yet, the running one answers on the port it was started on."""
+    status = sessions.read_status(conn, _state_path(args), _base_url(args) + "/health")
+    record = status.record or {}
+    if status.leader_alive and record.get("port") not in (None, args["port"]):
+        running = {**args, "port": record["port"], "host": record.get("host", args["host"])}
+        status = sessions.read_status(conn, _state_path(args), _base_url(running) + "/health")
+    return status
+
+
+def _wedged_reason(
+    ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec, status: sessions.ServerStatus
+) -> tuple[str, str] | None:
+    """A healthy-looking server with our spec that makes no progress is down ("down": a repair)."""
+    key = next(iter(spec.secret_env.values()), None)
+    answer = liveness(
+        ctx.conn, status.session_pids, _base_url(args), served_name(args), key, float(args["wedge_timeout_s"])
+    )
+    if not answer["wedged"]:
+        return None
+    return "down", f"restart vLLM, spec unchanged: it is wedged ({answer['why']}; /health answers {answer['health']})"
+
+
+def quarantine_skips(args: Mapping[str, Any]) -> bool:
+    """A host quarantined on the controller (a refused GPU health verdict) is not started
+    on; inspecting or stopping a server there still runs (engine/run/quarantine.py)."""
+    return bool(args["state"] in ("started", "restarted"))
+
+
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
-    status = sessions.read_status(ctx.conn, _state_path(args), _base_url(args) + "/health")
+    status = _status(ctx.conn, args)
     if args["state"] == "stopped":
         return _plan_stop(status)
     spec = _read_spec(ctx.conn, args)
     spec_hash = spec.spec_hash()
     if args["state"] == "inspected":
         return _inspected(status, spec_hash, args)
-    reason = _start_reason(status, spec_hash, args["state"])
-    if reason is None:
+    start = _start_reason(status, spec_hash, args["state"]) or _wedged_reason(ctx, args, spec, status)
+    if start is None:
         record = status.record or {}
         return Unchanged(
             f"vLLM pid {record.get('pid')} running and healthy on port {args['port']}, same spec ({spec_hash[:12]})",
             _data(args, record),
         )
+    kind, reason = start
     missing = sessions.model_missing(ctx.conn, str(args["model"]))
     _check_port(ctx.conn, args, status)
     return Change(
@@ -315,6 +399,8 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         diffs=spec_diffs(status.record, spec),
         payload={"spec_hash": spec_hash, "argv": list(spec.argv)},
         fingerprint=_start_fingerprint(ctx, args, spec, status),
+        effects=(*_stops(status), Starts(str(args["name"]), tuple(spec.argv), int(args["port"]), _state_path(args))),
+        kind=kind,
     )
 
 
@@ -396,6 +482,7 @@ def _start(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec) -> Resul
                 "log_tail": list(ready.log_tail),
             },
         )
+    sessions.record_members(ctx.conn, _state_path(args), sessions.read_status(ctx.conn, _state_path(args), ""))
     return Result(
         changed=True,
         msg=f"vLLM pid {record['pid']} ready in {ready.elapsed_s:.0f}s on {_base_url(args)}",

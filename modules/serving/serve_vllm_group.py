@@ -57,7 +57,7 @@ from modules.serving.group_status import RankState, base_url, paths
 from modules.serving.packages import vllm_info
 from modules.serving.readiness import FATAL_PATTERNS
 from modules.serving.serve_vllm import SCHEMA as SINGLE_SCHEMA
-from modules.serving.spec import CRASH_REPORT_ENV, config_paths, served_name
+from modules.serving.spec import CRASH_REPORT_ENV, config_paths, read_config_files, served_name
 from modules.serving.specdiff import spec_diffs
 from modules.serving.waiting import WaitTarget, Watch, wait_ready
 
@@ -67,6 +67,9 @@ SHARED_OPTIONS = (
     "ready_timeout_s", "stop_timeout_s", "state_dir",
 )  # fmt: skip
 HOST_MAP = {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}, "default": {}}
+
+# path arguments Ansible would expand on the host (~, $VAR): expanded there before plan()
+HOST_PATHS = ("state_dir",)
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -155,10 +158,6 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-def _files(conn: ScopedConnection, model: str) -> dict[str, bytes | None]:
-    return {name: conn.read_file(path) for name, path in config_paths(model).items()}
-
-
 def _info(conn: ScopedConnection, launcher: str) -> Mapping[str, Any] | None:
     try:
         return vllm_info(conn, launcher)
@@ -170,7 +169,7 @@ def build_group(ctx: TaskContext, args: Mapping[str, Any], layout: Layout) -> Gr
     ranks, infos = {}, {}
     for node in layout.launching:
         conn = connection(ctx, node)
-        ranks[node.name] = rank_spec(args, layout, node, _files(conn, str(args["model"])))
+        ranks[node.name] = rank_spec(args, layout, node, read_config_files(conn, str(args["model"])))
         infos[node.name] = _info(conn, str(args["launcher"]))
     return GroupSpec(layout, ranks, versions_of(layout, infos))
 
@@ -258,6 +257,12 @@ def _port_problems(ctx: TaskContext, args: Mapping[str, Any], layout: Layout, st
 def _ports(args: Mapping[str, Any], layout: Layout) -> list[int]:
     """The head's ports: the API, and the torch distributed master (mp)."""
     return [int(args["port"])] + ([layout.master_port] if layout.backend == "mp" else [])
+
+
+def quarantine_skips(args: Mapping[str, Any]) -> bool:
+    """A host quarantined on the controller (a refused GPU health verdict) is not started
+    on; inspecting or stopping a server there still runs (engine/run/quarantine.py)."""
+    return bool(args["state"] in ("started", "restarted"))
 
 
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
@@ -403,6 +408,9 @@ def _start(ctx: TaskContext, args: Mapping[str, Any], layout: Layout, group: Gro
             ready.failure_message(target.log_path) + "\n(every rank that was started was stopped again)",
             {**data, "fatal_line": ready.fatal_line, "log_tail": list(ready.log_tail)},
         )
+    for node in layout.launching:  # each rank's processes by identity, for a later stop
+        conn, state = connection(ctx, node), paths(args, node).state
+        sessions.record_members(conn, state, sessions.read_status(conn, state, ""))
     return Result(
         changed=True,
         msg=f"vLLM group of {len(layout.nodes)} nodes ready in {ready.elapsed_s:.0f}s on {base_url(args)}",

@@ -2,12 +2,15 @@
 
 Everything here goes through probes, so it works the same locally and over SSH.
 Stopping uses the shared ``signal_procs`` probe (SIGTERM, then SIGKILL, PID-reuse guard)
-on every process of the recorded session: vLLM's EngineCore and workers keep the session
-id even after the API server is gone and they are re-parented to init.
+on the processes the state file identifies (``recorded_tree``): the leader rigger started
+and the members recorded once it was ready (vLLM's EngineCore and workers, which outlive
+the API server re-parented to init), each by pid + start time + boot id, and their
+descendants. A session id alone identifies nothing.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -64,6 +67,16 @@ def read_status(conn: ScopedConnection, state_path: str, health_url: str) -> Ser
         health_status=answer.get("health_status"),
         health_error=answer.get("health_error"),
     )
+
+
+def record_members(conn: ScopedConnection, state_path: str, status: ServerStatus) -> None:
+    """Add to the state file the identities of the server's processes running now, so they
+    are still known as ours when their parent is gone (orphans carry no other proof)."""
+    if status.record is None or not status.leader_alive:
+        return
+    members = [{"pid": int(p["pid"]), "start_time": int(p["start_time"])} for p in status.session]
+    record = {**dict(status.record), "members": members}
+    conn.write_file(state_path, json.dumps(record, indent=2, sort_keys=True).encode(), mode=0o600)
 
 
 def describe_process(proc: Mapping[str, Any]) -> str:

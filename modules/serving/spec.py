@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.module_api import TaskFailed
+from engine.module_api import ScopedConnection, TaskFailed
 
 API_KEY_VAR = "VLLM_API_KEY"
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -123,12 +123,33 @@ def build_argv(args: Mapping[str, Any], prefix: Sequence[str] | None = None) -> 
     return tuple(argv)
 
 
+# vLLM's options whose value is a secret (the api_key and hf_token dests of its parser).
+SECRET_OPTIONS = ("--api-key", "--hf-token")
+
+
+def secret_option(item: str) -> str | None:
+    """The secret option vLLM's parser reads ``item`` as, or None.
+
+    As vLLM's FlexibleArgumentParser does: underscores in the option name are dashes
+    (``--api_key``), a value may follow ``=`` (``--api-key=K``), and argparse takes any
+    unambiguous prefix (``--api-ke``). Any prefix of a secret option is refused, even one
+    vLLM might find ambiguous: refusing costs nothing, guessing wrong leaks the key.
+    tests/integration/vllm/test_secret_options.py checks this against the installed parser.
+    """
+    if not item.startswith("--") or item == "--":
+        return None
+    name = "--" + item[2:].split("=", 1)[0].replace("_", "-")
+    return next((option for option in SECRET_OPTIONS if option.startswith(name) and name != "--"), None)
+
+
 def _refuse_secret_flags(argv: Sequence[str]) -> None:
     for item in argv:
-        if item == "--api-key" or item.startswith("--api-key="):
+        option = secret_option(item)
+        if option:
             raise TaskFailed(
-                "serve_vllm: --api-key in extra_args would put the key on the command line "
-                "(visible in ps and logs); name an environment variable in api_key_env instead"
+                f"serve_vllm: {item.split('=', 1)[0]!r} in extra_args is read by vLLM as {option}, which "
+                "would put a secret on the command line (visible in ps, the state file and logs); "
+                "name an environment variable in api_key_env instead (vLLM reads VLLM_API_KEY)"
             )
 
 
@@ -167,6 +188,21 @@ def config_paths(model: str) -> dict[str, str]:
     if not model.startswith("/"):
         return {}
     return {name: posixpath.join(model, name) for name in CONFIG_FILES}
+
+
+def read_config_files(conn: ScopedConnection, model: str) -> dict[str, bytes | None]:
+    """The contents of the config files the hash covers (None: absent), as the host has them."""
+    return {name: conn.read_file(path) for name, path in config_paths(model).items()}
+
+
+def recorded_model(argv: Sequence[str]) -> str | None:
+    """The model a recorded argv serves: the inverse of ``serve_prefix`` and ``launcher_prefix``
+    (``vllm serve MODEL``, ``PYTHON -m|-c X --model MODEL``); None for another shape."""
+    if len(argv) > 2 and argv[1] == "serve":
+        return str(argv[2])
+    if len(argv) > 4 and argv[1] in ("-m", "-c") and argv[3] == "--model":
+        return str(argv[4])
+    return None
 
 
 def build_spec(

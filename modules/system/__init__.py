@@ -1,3 +1,3 @@
-"""System room: software and accounts on the host (apt, pip, vLLM, users, groups); waiting for its state."""
+"""System room: software, accounts and the host name (apt, package, pip, vLLM, users, groups); waiting for its state."""
 
-MODULES = ("apt", "ensure_vllm", "group", "pip", "user", "wait_for")
+MODULES = ("apt", "ensure_vllm", "group", "hostname", "package", "pip", "user", "wait_for")

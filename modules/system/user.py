@@ -45,8 +45,8 @@ SCHEMA = {
             "description": "With groups: add to the groups the user is in instead of replacing them.",
         },
         "comment": {"type": "string", "description": "The GECOS field (full name)."},
-        "home": {"type": "string", "description": "Home directory path."},
-        "shell": {"type": "string", "description": "Login shell."},
+        "home": {"type": "string", "pattern": "^/", "description": "Home directory path (absolute)."},
+        "shell": {"type": "string", "pattern": "^/", "description": "Login shell (an absolute path)."},
         "create_home": {
             "type": "boolean",
             "default": True,
@@ -129,7 +129,7 @@ def _create(args: Mapping[str, Any], facts: Mapping[str, Any]) -> Plan:
     commands: list[tuple[str, ...]] = []
     parent = str(args.get("home") or "").rpartition("/")[0]
     if args["create_home"] and parent and not facts["dirs"].get(parent):
-        commands.append(("mkdir", "-p", parent))  # useradd -m does not create parents
+        commands.append(("mkdir", "-p", "--", parent))  # useradd -m does not create parents
     commands.append((*argv, name))
     after = {k: args.get(k) for k in ("uid", "group", "comment", "home", "shell")}
     after["groups"] = ",".join(wanted) if wanted else None

@@ -19,14 +19,6 @@ MUTATES = True
 USES = ("fileio",)
 
 import os
-import tempfile
-
-
-def _temp_name(directory: str) -> str:
-    fd, tmp = tempfile.mkstemp(prefix=".rigger-", dir=directory)
-    os.close(fd)
-    os.unlink(tmp)
-    return tmp
 
 
 def _backup(path: str, backup: str) -> dict[str, bool]:
@@ -35,21 +27,14 @@ def _backup(path: str, backup: str) -> dict[str, bool]:
     if not os.path.islink(path):
         call("fileio", {"op": "backup", "path": path, "backup": backup})
         return {"created": True}
-    tmp = _temp_name(os.path.dirname(os.path.abspath(path)))
-    try:
-        os.symlink(os.readlink(path), tmp)
-        os.replace(tmp, backup)
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
+    # the link is copied as a link (a random temp renamed into place by fileio)
+    call("fileio", {"op": "symlink", "path": backup, "src": os.readlink(path), "identity": None})
     return {"created": True}
 
 
 def _restore(path: str, backup: str) -> dict[str, bool]:
-    if not os.path.lexists(backup):
-        return {"restored": False}
-    os.replace(backup, path)
-    return {"restored": True}
+    renamed = call("fileio", {"op": "rename", "path": backup, "new_name": os.path.basename(path)})["renamed"]
+    return {"restored": bool(renamed)}
 
 
 def main(args: dict[str, Any]) -> dict[str, Any]:

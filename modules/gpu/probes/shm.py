@@ -6,11 +6,13 @@ Args: ``path`` (default /dev/shm), ``patterns`` (shell globs on the name), ``min
 where ctypes is missing): any other directory is refused. Every entry directly in it is
 looked at without following symlinks; subdirectories are never entered. An entry is "in
 use" when any live process has it open (/proc/PID/fd) or mapped (/proc/PID/maps),
-compared by device and inode, not name. Answer: ``entries`` [{name, type, size, uid,
-user, age_s, dev, ino, in_use_by, candidate, reason}], ``path``, ``resolved`` (its real
-path), ``dir`` [dev, ino], ``free_mib``, ``total_mib``, ``unreadable_pids`` (processes
-whose fds/maps could not be read: as root they are reported only; otherwise a segment
-one of them could have opened is not proven unused).
+compared by device and inode, not name; where rigger cannot see every process (it is not
+in the host's PID namespace, or /proc shows another one) no entry is proven unused.
+Answer: ``entries`` [{name, type, size, uid, user, age_s, dev, ino, in_use_by, candidate,
+reason}], ``path``, ``resolved`` (its real path), ``dir`` [dev, ino], ``free_mib``,
+``total_mib``, ``unreadable_pids`` (processes whose fds/maps could not be read: as root
+they are reported only; otherwise a segment one of them could have opened is not proven
+unused).
 """
 
 from __future__ import annotations
@@ -23,6 +25,30 @@ import time
 from typing import Any
 
 TMPFS_MAGIC = 0x01021994
+# The kernel's initial (host) PID namespace always has this inode (PROC_PID_INIT_INO).
+HOST_PID_NS_INO = 0xEFFFFFFC
+
+
+def pid_namespace_blind_spot() -> str | None:
+    """Why this process cannot see every process that might map a segment, or None.
+
+    In a PID namespace that is not the host's (a container), processes of the parent
+    namespace, and of sibling containers sharing this tmpfs, are invisible in /proc: no
+    segment can be proven unused. The same when /proc shows another namespace than ours.
+    """
+    try:
+        own = os.stat("/proc/self/ns/pid")
+    except OSError as exc:
+        return f"cannot read its own PID namespace ({exc.strerror})"
+    if own.st_ino != HOST_PID_NS_INO:
+        return f"rigger runs in a PID namespace that is not the host's (pid:[{own.st_ino}])"
+    try:
+        proc_root = os.readlink("/proc/1/ns/pid")
+    except OSError:
+        return None  # PID 1 hidden from us (a sandbox's supervisor): we are still the host's
+    if proc_root != f"pid:[{own.st_ino}]":
+        return f"/proc shows another PID namespace ({proc_root}) than rigger's"
+    return None
 
 
 def _type(mode: int) -> str:
@@ -124,7 +150,12 @@ def _owner_ok(entry: dict[str, Any], owners: list[str]) -> bool:
 
 
 def _classify(
-    entry: dict[str, Any], patterns: list[str], min_age_s: float, owners: list[str], unreadable: list[dict[str, Any]]
+    entry: dict[str, Any],
+    patterns: list[str],
+    min_age_s: float,
+    owners: list[str],
+    unreadable: list[dict[str, Any]],
+    blind_spot: str | None,
 ) -> str | None:
     if not any(fnmatch.fnmatchcase(entry["name"], p) for p in patterns):
         return "does not match patterns"
@@ -132,6 +163,8 @@ def _classify(
         return f"not a regular file ({entry['type']})"
     if entry["in_use_by"]:
         return "in use by pid " + ", ".join(str(p) for p in entry["in_use_by"])
+    if blind_spot:
+        return f"cannot prove it unused: {blind_spot}; processes rigger cannot see may map it"
     blocking = blockers(entry, unreadable)
     if blocking:
         return (
@@ -217,9 +250,10 @@ def inspect(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     entries = _entries(dir_fd)
     in_use, unreadable = users_of({(e["dev"], e["ino"]) for e in entries if e["type"] == "file"})
+    blind_spot = pid_namespace_blind_spot()
     for entry in entries:
         entry["in_use_by"] = sorted(in_use.get((entry["dev"], entry["ino"]), []))
-        entry["reason"] = _classify(entry, patterns, min_age_s, owners, unreadable)
+        entry["reason"] = _classify(entry, patterns, min_age_s, owners, unreadable, blind_spot)
         entry["candidate"] = entry["reason"] is None
     return entries, unreadable
 

@@ -8,9 +8,10 @@ Args: ``state_path`` (the node's state file), ``port`` (a TCP port whose listene
 report, the head's GCS port; optional).
 Answer: ``record`` (the state file, or None), ``state_error``, ``leader_alive`` (the
 recorded ``ray start --block`` process is still the one rigger started: pid and start
-time), ``session`` (live processes of the recorded session that started no earlier than
-the leader), ``ray_processes`` (every live process on the host that ``ray stop`` would
-stop, each with ``in_session``, ``node_ip`` and ``gcs_address`` read from its command
+time, same boot), ``session`` (the live processes rigger can prove are this node's, by
+identity: the recorded leader, raylet and members and their descendants; see
+``recorded_tree``: never by session id), ``ray_processes`` (every live process on the
+host that ``ray stop`` would stop, each with ``in_session``, ``node_ip`` and ``gcs_address`` read from its command
 line), ``port`` (the ``port_owner`` answer, when asked), ``ray_version``.
 """
 
@@ -21,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
     from engine.probes._call import call
 
-USES = ("procs", "port_owner")
+USES = ("procs", "port_owner", "recorded_tree", "fileio")
 
+import base64
 import importlib
 import json
 import os
@@ -35,11 +37,12 @@ NODE_ID = re.compile(r"--node[_-]id[= ]([0-9a-f]+)")
 
 
 def read_record(state_path: str) -> tuple[dict[str, Any] | None, str | None]:
-    try:
-        with open(os.path.expanduser(state_path), encoding="utf-8") as handle:
-            return json.load(handle), None
-    except FileNotFoundError:
-        return None, None
+    path = os.path.abspath(os.path.expanduser(state_path))
+    try:  # the guarded read: a regular file, bounded, no untrusted link followed
+        answer = call("fileio", {"op": "read", "path": path, "max_bytes": 1 << 20})
+        if not answer["exists"]:
+            return None, None
+        return json.loads(base64.b64decode(answer["data"])), None
     except (OSError, ValueError) as exc:
         return None, f"{type(exc).__name__}: {exc}"
 
@@ -59,14 +62,11 @@ def is_ray(proc: dict[str, Any], rules: list[Any]) -> bool:
 
 
 def session_members(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """Live processes of the recorded session; nothing when the id names another session."""
-    sid, started = record.get("sid"), record.get("start_time")
-    if not sid or started is None:
-        return []
-    live = [p for p in call("procs", {"sid": int(sid)})["processes"] if p["state"] not in ("Z", "X")]
-    if any(p["pid"] == int(sid) and p["start_time"] != int(started) for p in live):
-        return []
-    return [p for p in live if p["start_time"] >= int(started)]
+    """The live processes the record identifies (see ``recorded_tree``)."""
+    raylet = record.get("raylet")
+    members = [*(record.get("members") or []), *([raylet] if isinstance(raylet, dict) else [])]
+    answer = call("recorded_tree", {"record": {**record, "members": members}})
+    return list(answer["processes"])
 
 
 def described(proc: dict[str, Any], in_session: bool) -> dict[str, Any]:

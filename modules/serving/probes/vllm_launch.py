@@ -20,13 +20,13 @@ if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
     from engine.probes._call import call
 
 MUTATES = True
-USES = ("procs",)
+USES = ("procs", "fileio")
 
+import base64
 import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 # Runs in the intermediate process; reads its instructions as JSON on stdin.
@@ -41,15 +41,15 @@ if pid == 0:
         os.setsid()
         os.chdir(spec["cwd"])
         null = os.open(os.devnull, os.O_RDONLY)
-        log = os.open(spec["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
         os.dup2(null, 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
+        os.dup2(spec["log_fd"], 1)  # opened by fileio: never through a symlink
+        os.dup2(spec["log_fd"], 2)
         env = dict(os.environ)
         env.update(spec["env"])
         os.execvpe(spec["argv"][0], spec["argv"], env)
     except BaseException as exc:
-        os.write(write_end, ("%s: %s" % (type(exc).__name__, exc)).encode())
+        failure = {"type": type(exc).__name__, "text": getattr(exc, "strerror", None) or str(exc)}
+        os.write(write_end, json.dumps(failure).encode())
     os._exit(127)
 os.close(write_end)
 error = os.read(read_end, 4096).decode("utf-8", "replace")
@@ -58,29 +58,37 @@ print(json.dumps({"pid": pid, "error": error or None}))
 
 
 def _prepare(path: str, mode: int) -> None:
-    directory = os.path.dirname(path)
-    os.makedirs(directory, mode=mode, exist_ok=True)
+    call("fileio", {"op": "mkdir", "path": os.path.dirname(path), "mode": mode})
 
 
 def _rotate_log(log_path: str) -> None:
-    if os.path.exists(log_path):
-        os.replace(log_path, log_path + ".prev")
+    call("fileio", {"op": "rename", "path": log_path, "new_name": os.path.basename(log_path) + ".prev"})
 
 
 def _write_state(state_path: str, record: dict[str, Any]) -> None:
-    directory = os.path.dirname(state_path)
-    fd, tmp = tempfile.mkstemp(prefix=".rigger-", dir=directory)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(record, handle, indent=2, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, state_path)
+    data = base64.b64encode(json.dumps(record, indent=2, sort_keys=True).encode()).decode()
+    call("fileio", {"op": "write", "path": state_path, "data": data, "mode": 0o600})
 
 
-def _start_time(pid: int) -> int | None:
-    answer = call("procs", {"pids": [pid]})["processes"]
-    return answer[0]["start_time"] if answer else None
+def _identity(pid: int) -> dict[str, Any]:
+    """pid + start time + boot id: what names the started process for good (recorded_tree)."""
+    answer = call("procs", {"pids": [pid]})
+    found = answer["processes"]
+    return {"pid": pid, "start_time": found[0]["start_time"] if found else None, "boot_id": answer["boot_id"]}
+
+
+def _not_executed(program: str, failure: dict[str, str]) -> str:
+    """Why the program did not start, in words that say what to do (not the errno text
+    of the last directory execvp tried)."""
+    if failure["type"] == "FileNotFoundError":
+        where = "" if "/" in program else " on the host's PATH"
+        return (
+            f"could not execute {program!r}: no such program{where}. Install it there (ensure_vllm"
+            f" installs vLLM), or give the full path of the executable (serve_vllm's launcher)"
+        )
+    if failure["type"] == "PermissionError":
+        return f"could not execute {program!r}: permission denied (not executable, or a directory); chmod +x it"
+    return f"could not execute {program!r}: {failure['text']}"
 
 
 def main(args: dict[str, Any]) -> dict[str, Any]:
@@ -95,25 +103,29 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         "log_path": log_path,
         "cwd": os.path.expanduser(args.get("cwd") or "~"),
     }
-    helper = subprocess.run(
-        [sys.executable, "-c", _DETACH],
-        input=json.dumps(spec).encode(),
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    log_fd = call("fileio", {"op": "open_append", "path": log_path, "mode": 0o640})["fd"]
+    try:
+        helper = subprocess.run(
+            [sys.executable, "-c", _DETACH],
+            input=json.dumps({**spec, "log_fd": log_fd}).encode(),
+            capture_output=True,
+            timeout=60,
+            check=False,
+            pass_fds=(log_fd,),
+        )
+    finally:
+        os.close(log_fd)
     if helper.returncode != 0:
         return {"error": "could not start the launcher: " + helper.stderr.decode()[-500:]}
     started = json.loads(helper.stdout.decode())
     if started["error"]:
-        return {"error": f"could not execute {spec['argv'][0]!r}: {started['error']}"}
+        return {"error": _not_executed(spec["argv"][0], json.loads(started["error"]))}
     pid = started["pid"]
     record = dict(args.get("record") or {})
     record.update(
         {
-            "pid": pid,
+            **_identity(pid),
             "sid": pid,
-            "start_time": _start_time(pid),
             "argv": spec["argv"],
             "log_path": log_path,
             "state_path": state_path,

@@ -3,9 +3,10 @@
 Args: ``state_path``, ``health_url`` (asked only while the recorded leader is alive),
 ``timeout_s`` (per /health request; a request that times out is asked again, twice).
 Answer: ``record`` (the state file, or None), ``leader_alive`` (the recorded pid is still
-the process rigger started: same start time, not a zombie), ``session`` (every process
-still in the recorded session, orphans included, started no earlier than the leader: the
-PID-reuse guard), ``health_status`` (HTTP status of /health, or None), ``health_error``,
+the process rigger started: same start time, same boot, not a zombie), ``session`` (the
+vLLM processes rigger can prove are its server's, by identity: the recorded leader and
+members and their descendants, orphans included; see ``recorded_tree``: never by session
+id), ``health_status`` (HTTP status of /health, or None), ``health_error``,
 ``state_error`` (the state file exists but cannot be read).
 """
 
@@ -16,20 +17,21 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
     from engine.probes._call import call
 
-USES = ("procs", "vllm_http")
+USES = ("recorded_tree", "vllm_http", "fileio")
 
+import base64
 import json
 import os
 import re
 
 
 def read_record(state_path: str) -> tuple[dict[str, Any] | None, str | None]:
-    path = os.path.expanduser(state_path)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle), None
-    except FileNotFoundError:
-        return None, None
+    path = os.path.abspath(os.path.expanduser(state_path))
+    try:  # the guarded read: a regular file, bounded, no untrusted link followed
+        answer = call("fileio", {"op": "read", "path": path, "max_bytes": 1 << 20})
+        if not answer["exists"]:
+            return None, None
+        return json.loads(base64.b64decode(answer["data"])), None
     except (OSError, ValueError) as exc:
         return None, f"{type(exc).__name__}: {exc}"
 
@@ -40,21 +42,9 @@ VLLM_LIKE = re.compile(r"vllm|python", re.IGNORECASE)
 
 
 def session_members(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """Live processes of the recorded session, guarded against a reused session id.
-
-    While any process of the session lives, the kernel does not hand its id out again
-    (POSIX). Once all are gone it may: a live session leader (pid == sid) with another
-    start time means the id now names someone else's session, and then nothing is ours.
-    """
-    sid = record.get("sid")
-    started = record.get("start_time")
-    if not sid or started is None:
-        return []
-    found = call("procs", {"sid": int(sid)})["processes"]
-    live = [p for p in found if p["state"] not in ("Z", "X")]
-    if any(p["pid"] == int(sid) and p["start_time"] != int(started) for p in live):
-        return []
-    return [p for p in live if p["start_time"] >= int(started) and VLLM_LIKE.search(p["name"] + " " + p["cmdline"])]
+    """The live vLLM-like processes the record identifies (see ``recorded_tree``)."""
+    found = call("recorded_tree", {"record": record})["processes"]
+    return [p for p in found if VLLM_LIKE.search(p["name"] + " " + p["cmdline"])]
 
 
 def leader_alive(record: dict[str, Any], members: list[dict[str, Any]]) -> bool:

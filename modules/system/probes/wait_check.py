@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
+    from engine.probes._call import call
+
+USES = ("fileio",)
+MAX_SEARCH_BYTES = 16 << 20
+
+import base64
 import os
 import re
 import socket
@@ -64,11 +73,12 @@ def _path(args: dict[str, Any]) -> tuple[bool, str, list[str]]:
         return False, "path absent", []
     if not args.get("search_regex"):
         return True, "path present", []
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            match = re.search(args["search_regex"], handle.read(), re.MULTILINE)
+    try:  # the guarded read: a FIFO or a device is refused at once, a file read bounded
+        answer = call("fileio", {"op": "read", "path": path, "max_bytes": MAX_SEARCH_BYTES})
     except OSError as exc:
-        return False, f"cannot read: {exc.strerror}", []
+        return False, f"cannot read: {exc.strerror or exc}", []
+    text = base64.b64decode(answer["data"] or "").decode("utf-8", "replace")
+    match = re.search(args["search_regex"], text, re.MULTILINE)
     if match:
         return True, "regex matched", list(match.groups())
     return False, "regex not found yet", []
