@@ -98,9 +98,13 @@ def _known_reason(case: Case, path: str) -> str | None:
 
 def load_case(folder: Path) -> Case:
     spec = yaml.safe_load((folder / "case.yml").read_text()) or {}
-    inventories = spec.get("inventory") or [p.name for p in sorted(folder.iterdir()) if p.name.startswith("hosts")]
+    inventories = spec.get("inventory")
+    if "inventory" not in spec:
+        inventories = [p.name for p in sorted(folder.iterdir()) if p.name.startswith("hosts")]
+    # `inventory: []`: no -i, the inventory comes from the case's ansible.cfg
     if isinstance(inventories, str):
         inventories = [inventories]
+    inventories = inventories or []
     known = tuple((str(k["path"]), str(k["why"])) for k in spec.get("known_differences") or [])
     return Case(
         name=folder.name,

@@ -7,7 +7,9 @@ filled in as the executor does); optional ``facts`` and ``vars``; ``host`` (``pr
 ``{"change": summary}`` (with optional ``payload`` / ``diff_labels`` / ``fingerprint``),
 ``{"unchanged": msg}`` (with optional ``data`` / ``set_vars`` / ``warnings``),
 ``{"fails": the TaskFailed message}`` or ``{"refused": text}`` (plan tried
-to change the host). ``peers``: the other hosts a group module reaches (``ctx.peer``),
+to change the host). ``vars.playbook_dir`` (for modules that read controller files) is
+relative to the case file's folder, and ``{playbook_dir}`` in an expected message is
+that folder. ``peers``: the other hosts a group module reaches (``ctx.peer``),
 name -> a recording like ``host``. The recordings come from real hosts (``Recorder``), edited where a
 case needs a situation this machine cannot show (8 busy GPUs, another user's process).
 """
@@ -50,12 +52,15 @@ def check(path: Path) -> None:
     host = RecordedHost(**case.get("host", {}))
     peers = {name: RecordedHost(**{"host_name": name, **recorded}) for name, recorded in case.get("peers", {}).items()}
     facts = case.get("facts", {})
-    ctx = planning_context(host, facts, Scope(case.get("vars", {}), {"facts": facts}), peers)
+    variables = dict(case.get("vars", {}))
+    if "playbook_dir" in variables:
+        variables["playbook_dir"] = str(path.parent / variables["playbook_dir"])
+    ctx = planning_context(host, facts, Scope(variables, {"facts": facts}), peers)
     expect = case["expect"]
     if "fails" in expect:
         with pytest.raises(TaskFailed) as failed:
             spec.plan(ctx, args)
-        assert failed.value.msg == expect["fails"]
+        assert failed.value.msg == expect["fails"].replace("{playbook_dir}", variables.get("playbook_dir", ""))
         return
     if "refused" in expect:
         with pytest.raises(WriteRefused, match=expect["refused"]):

@@ -9,9 +9,11 @@ Needs root and util-linux unshare, like the other tests that delete for real.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +34,8 @@ for user in rigger-ssh rigger-nosudo rigger-pw rigger-keep; do  # the copy may h
 done
 echo 'rigger-ssh ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/rigger-tests
 echo '# not ours' > /etc/sudoers.d/keep-me
-mkdir /tmp/rigger-fake-nvml-0123 /tmp/rigger-test-home-x1 /tmp/rigger-test-state-x2 /tmp/rigger-keep
+mkdir "/tmp/rigger-fake-nvml-$OUR_TAG-0123" "/tmp/rigger-fake-nvml-$THEIR_TAG-4567"
+mkdir /tmp/rigger-test-home-x1 /tmp/rigger-test-state-x2 /tmp/rigger-keep
 bash "$WORK/checkout/scripts/clean.sh" > "$WORK/clean.out" 2>&1 || echo "clean rc=$?" >> "$WORK/clean.out"
 for user in rigger-ssh rigger-nosudo rigger-pw rigger-keep; do
     if id -u "$user" >/dev/null 2>&1; then echo "user $user"; fi
@@ -63,9 +66,32 @@ def make_checkout(work: Path) -> Path:
     return checkout
 
 
-def test_clean_removes_the_setups_venvs_users_sudoers_and_fake_nvml_and_nothing_else(work: Path) -> None:
+def checkout_tag(checkout: Path) -> str:
+    """How fakenvml.py tags a checkout's builds (its resolved path, hashed)."""
+    return hashlib.sha256(str(checkout.resolve()).encode()).hexdigest()[:8]
+
+
+def run_clean(checkout: Path, home: Path) -> tuple[list[str], str]:
+    """clean.sh as root in the private namespace (scratch files beside the checkout): what is
+    left there, and what it said."""
+    work = checkout.parent
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.fail("needs root and util-linux unshare (a private mount namespace)", pytrace=False)
+    done = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "--pid", "--fork", "--mount-proc", "sh", "-c", IN_NAMESPACE],
+        env={**os.environ, "WORK": str(work), "HOME": str(home), "OUR_TAG": checkout_tag(checkout),
+             "THEIR_TAG": checkout_tag(REPO / "elsewhere")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    clean_out = (work / "clean.out").read_text()
+    assert "clean rc=" not in clean_out, clean_out
+    return done.stdout.splitlines(), clean_out
+
+
+def test_clean_removes_the_setups_venvs_users_sudoers_and_fake_nvml_and_nothing_else(work: Path) -> None:
     checkout = make_checkout(work)
     home = work / "home"
     state = home / ".local" / "state" / "rigger" / "vllm"
@@ -75,27 +101,18 @@ def test_clean_removes_the_setups_venvs_users_sudoers_and_fake_nvml_and_nothing_
     lock = home / ".cache" / "rigger" / "run.lock"
     lock.parent.mkdir(parents=True)
     lock.write_text("")
-    done = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "--pid", "--fork", "--mount-proc", "sh", "-c", IN_NAMESPACE],
-        env={**os.environ, "WORK": str(work), "HOME": str(home)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    report = done.stdout.splitlines()
-    clean_out = (work / "clean.out").read_text()
-    assert "clean rc=" not in clean_out, clean_out
+    report, clean_out = run_clean(checkout, home)
     # System: only the lab's users, its sudoers file and the fake NVML builds went.
     assert [line for line in report if line.startswith("user ")] == ["user rigger-keep"], clean_out
     files = {line.split(" ", 1)[1] for line in report if line.startswith("file ")}
-    assert {"rigger-keep", "keep-me"} <= files
+    # Another checkout's fake NVML build stays: a test run there may be loading it.
+    assert {"rigger-keep", "keep-me", f"rigger-fake-nvml-{checkout_tag(REPO / 'elsewhere')}-4567"} <= files
     assert not files & {
         "rigger-ssh",
         "rigger-nosudo",
         "rigger-pw",
         "rigger-tests",
-        "rigger-fake-nvml-0123",
+        f"rigger-fake-nvml-{checkout_tag(checkout)}-0123",
         "rigger-test-home-x1",
         "rigger-test-state-x2",
     }, (
@@ -108,3 +125,31 @@ def test_clean_removes_the_setups_venvs_users_sudoers_and_fake_nvml_and_nothing_
     # Home: the demo's files and the free run lock gone; another server's files kept.
     assert sorted(p.name for p in state.iterdir()) == ["my-server.json", "my-server.log"]
     assert not lock.exists()
+
+
+HOLD_THE_RUN_LOCK = """
+import sys
+from engine.runlock import lockfile
+taken = lockfile.acquire({"path": sys.argv[1], "record": {"owner": "a rigger run"}})
+print("held" if taken["acquired"] else "not held", flush=True)
+sys.stdin.read()  # holds the lock until the test closes stdin
+"""
+
+
+def test_clean_leaves_a_run_lock_that_a_run_holds(work: Path) -> None:
+    """The holder is engine/runlock's own host-side lock code in a live process."""
+    checkout = make_checkout(work)
+    home = work / "home"
+    lock = home / ".cache" / "rigger" / "run.lock"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_RUN_LOCK, str(lock)], cwd=REPO, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        _, clean_out = run_clean(checkout, home)
+        assert f"keep {lock}: a rigger run holds it" in clean_out, clean_out
+        assert "a rigger run" in lock.read_text(), "the holder's record went"
+    finally:
+        holder.communicate("", timeout=60)
+    # Once the run is over the lock is free: removed.
+    _, clean_out = run_clean(make_checkout(work / "again"), home)
+    assert f"remove {lock}" in clean_out and not lock.exists(), clean_out

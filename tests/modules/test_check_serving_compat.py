@@ -199,6 +199,22 @@ def test_no_gpus_is_a_warning() -> None:
     assert ids(result) == ["no-gpus"]
 
 
+def test_no_gpus_is_cannot_tell_never_compatible() -> None:
+    result = run_check(FIXTURE, [], tensor_parallel_size=8, fail_on="never")
+    assert result.data["compatible"] is None
+    assert result.msg.startswith("cannot tell: ")
+    assert "on 0 GPU(s), vLLM" in result.msg and "SM None" not in result.msg
+    assert "no GPUs readable on this host" in result.msg
+
+
+def test_gpus_without_a_compute_capability_are_cannot_tell() -> None:
+    unknown = [{**gpu, "compute_capability": None} for gpu in H200]
+    result = run_check(FIXTURE, unknown, fail_on="never")
+    assert result.data["compatible"] is None
+    assert result.data["cannot_tell"] == ["the compute capability of the 8 GPU(s) is unknown"]
+    assert "SM None" not in result.msg
+
+
 def test_missing_model_fails_clearly(tmp_path: Path) -> None:
     with pytest.raises(TaskFailed, match=r"config\.json does not exist"):
         run_check(tmp_path, H200)

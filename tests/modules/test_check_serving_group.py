@@ -49,3 +49,22 @@ def test_every_rank_alive_and_a_completion_passes() -> None:
     sent = completions_sent(hosts["node0"])
     assert len(sent) == 1 and sent[0]["json"]["model"] == "tiny" and sent[0]["method"] == "POST"
     assert completions_sent(hosts["node1"]) == []
+
+
+def test_a_stopped_worker_rank_is_wedged_and_no_completion_is_tried() -> None:
+    case = json.loads((FIXTURES / "every_rank_alive_same_spec_is_unchanged.json").read_text())
+    stuck = {"pid": 7201, "name": "VLLM::Worker_TP0", "state": "T", "why": "stopped (SIGSTOP)"}
+    case["peers"]["node1"]["probes"]["vllm_liveness"] = {
+        "processes": [stuck], "stuck": [stuck], "wedged": True,
+        "why": "VLLM::Worker_TP0 (pid 7201) is stopped (SIGSTOP) (state T)",
+    }  # fmt: skip
+    hosts = {"node0": RecordedHost(**case["host"]), "node1": RecordedHost(host_name="node1", **case["peers"]["node1"])}
+    spec = registry.get("check_serving_group")
+    args = spec.with_defaults(spec.coerced({k: v for k, v in case["args"].items() if k != "state"}))
+    ctx = TaskContext("node0", ScopedConnection(hosts["node0"]), {}, case["vars"], connect=hosts.__getitem__)
+    with pytest.raises(TaskFailed) as failed:
+        check_serving_group.apply(ctx, args, Change("check"))
+    assert "node1: wedged: VLLM::Worker_TP0 (pid 7201) is stopped (SIGSTOP) (state T)" in failed.value.msg
+    assert completions_sent(hosts["node0"]) == []
+    sent = [a for name, a in hosts["node1"].probe_args if name == "vllm_liveness"]
+    assert sent and sent[0]["processes_only"] is True

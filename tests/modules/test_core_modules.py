@@ -128,6 +128,26 @@ def test_command_failure_carries_rc_and_output():
     assert err.value.data["rc"] == 3 and "boom" in err.value.msg
 
 
+def test_raw_runs_the_line_through_the_shell_and_fails_on_exit(tmp_path):
+    spec = registry.get("raw")
+    args = spec.with_defaults({"cmd": f"cd {tmp_path} && echo $((6 * 7)) > out && cat out"})
+    result = spec.apply(ctx(False), args, spec.plan(ctx(True), args))
+    assert result.changed and result.data["stdout"] == "42\n" and (tmp_path / "out").read_text() == "42\n"
+    failing = spec.with_defaults({"cmd": "echo no >&2; exit 5"})
+    with pytest.raises(TaskFailed) as err:
+        spec.apply(ctx(False), failing, spec.plan(ctx(True), failing))
+    assert err.value.data["rc"] == 5 and "no" in err.value.msg
+
+
+def test_package_on_this_debian_host_is_apt_and_a_foreign_manager_is_refused():
+    spec = registry.get("package")
+    args = spec.with_defaults({"name": "coreutils", "state": "present"})
+    assert isinstance(spec.plan(ctx(True), args), Unchanged)  # /etc/os-release: Debian family -> apt
+    gathered = {"ansible_facts": {"pkg_mgr": "zypper"}}
+    with pytest.raises(TaskFailed, match="package manager is 'zypper'"):
+        spec.plan(ctx(True, gathered), args)
+
+
 def test_every_module_documents_every_argument():
     for name in registry.module_names():
         spec = registry.get(name)

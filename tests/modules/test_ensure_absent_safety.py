@@ -51,10 +51,7 @@ def test_protected_decoys_are_refused_in_every_spelling_and_survive():
         os.symlink("/", "/media/rootlink")
         os.symlink("/srv", "/media/srvlink")
         write("/srv/homes/ops/.bashrc")
-        with open("/etc/passwd") as handle:
-            passwd = handle.read() + "rigger-decoy-ops:x:4242:4242::/srv/homes/ops:/bin/sh\\n"
-        write("/opt/passwd", passwd)
-        subprocess.run(["mount", "--bind", "/opt/passwd", "/etc/passwd"], check=True)
+        add_decoy_user("rigger-decoy-ops", 4242, "/srv/homes/ops")
         write("/srv/data/keep")
         os.makedirs("/srv/data/mnt")
         subprocess.run(["mount", "-t", "tmpfs", "rigger-decoy-inner", "/srv/data/mnt"], check=True)

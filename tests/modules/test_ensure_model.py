@@ -20,7 +20,7 @@ import pytest
 
 from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
-from engine.module_api import TaskContext, TaskFailed
+from engine.module_api import TaskContext, TaskFailed, Unchanged
 from modules.checkpoints import ensure_model as mod
 from modules.checkpoints.manifest import HubFile, Listing, Manifest, human_bytes, is_commit
 
@@ -148,13 +148,8 @@ def test_progress_reports_bytes_and_rate_from_partial_downloads(tmp_path: Path, 
     assert messages[-1].endswith("/s")
 
 
-def test_host_python_without_huggingface_hub_fails_with_a_hint(tmp_path: Path) -> None:
-    """Real: an interpreter without huggingface_hub (a bare venv), run as the host python."""
-    venv = tmp_path / "bare"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    conn = ScopedConnection(LocalConnection()).planning()
-    ctx = TaskContext("localhost", conn, {}, {})
-    args = {
+def hub_args(tmp_path: Path, python: str, endpoint: str | None = None) -> dict[str, Any]:
+    return {
         "repo_id": "o/r",
         "revision": "main",
         "local_dir": str(tmp_path / "m"),
@@ -162,9 +157,36 @@ def test_host_python_without_huggingface_hub_fails_with_a_hint(tmp_path: Path) -
         "ignore_patterns": None,
         "max_workers": 1,
         "verify": "size",
-        "python": str(venv / "bin" / "python"),
-        "endpoint": None,
+        "python": python,
+        "endpoint": endpoint,
         "reserve_free_mib": 1,
     }
+
+
+def test_host_python_without_huggingface_hub_fails_with_a_hint(tmp_path: Path) -> None:
+    """Real: an interpreter without huggingface_hub (a bare venv), run as the host python."""
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    conn = ScopedConnection(LocalConnection()).planning()
+    ctx = TaskContext("localhost", conn, {}, {"ansible_check_mode": True})
     with pytest.raises(TaskFailed, match=r"install huggingface_hub for .*bare/bin/python"):
-        mod.plan(ctx, args)
+        mod.plan(ctx, hub_args(tmp_path, str(venv / "bin" / "python")))
+
+
+# Real: huggingface_hub (this interpreter's) asking an endpoint where nothing listens.
+UNREACHABLE = "http://127.0.0.1:9"
+
+
+def test_check_mode_names_an_unreachable_hub_on_the_step_instead_of_failing(tmp_path: Path) -> None:
+    """A Kimi plan on a host that cannot reach the hub failed as a whole at ensure_model."""
+    ctx = TaskContext("localhost", ScopedConnection(LocalConnection()).planning(), {}, {"ansible_check_mode": True})
+    change = mod.plan(ctx, hub_args(tmp_path, sys.executable, UNREACHABLE))
+    assert not isinstance(change, Unchanged), "never ok: nothing was verified"
+    assert "cannot verify against the hub: not reached" in change.summary and "Connection refused" in change.summary
+    assert change.payload.get("fetch") is None, "no download is promised"
+
+
+def test_applying_with_an_unreachable_hub_still_fails(tmp_path: Path) -> None:
+    ctx = TaskContext("localhost", ScopedConnection(LocalConnection()).planning(), {}, {"ansible_check_mode": False})
+    with pytest.raises(TaskFailed, match=r"cannot list o/r@main: .*Connection refused"):
+        mod.plan(ctx, hub_args(tmp_path, sys.executable, UNREACHABLE))

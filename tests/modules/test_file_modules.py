@@ -1,4 +1,4 @@
-"""file, copy, template, stat, lineinfile, fail, shell and wait_for through the module contract.
+"""file, copy, template, stat, lineinfile, blockinfile, fail, shell and wait_for through the module contract.
 
 Real: the local connection, files on this machine, os.chown to a real system user, real
 sockets for wait_for, /bin/sh. Plans run on the planning connection, which refuses writes,
@@ -100,7 +100,7 @@ def test_file_removal_checks_identity(tmp_path):
     victim.rename(tmp_path / "planned")  # kept, so its inode cannot be reused
     victim.mkdir()
     (victim / "precious").write_text("p")
-    with pytest.raises(TaskFailed, match="changed since it was planned"):
+    with pytest.raises(TaskFailed, match="not the object that was planned"):
         spec.apply(ctx(False), args, change)
     assert (victim / "precious").exists()
 
@@ -220,6 +220,28 @@ def test_lineinfile_replace_insert_absent_backrefs(tmp_path):
         converge("lineinfile", {"path": str(tmp_path / "missing"), "line": "a"})
     _, _, again = converge("lineinfile", {"path": str(tmp_path / "new"), "line": "a", "create": True})
     assert (tmp_path / "new").read_text() == "a\n" and isinstance(again, Unchanged)
+
+
+def test_blockinfile_inserts_replaces_removes_and_creates(tmp_path):
+    target = tmp_path / "hosts"
+    target.write_text("127.0.0.1 localhost")
+    target.chmod(0o640)
+    base = {"path": str(target), "block": "10.0.0.1 node1\n10.0.0.2 node2"}
+    change, result, again = converge("blockinfile", {**base, "backup": True})
+    marked = "# BEGIN ANSIBLE MANAGED BLOCK\n10.0.0.1 node1\n10.0.0.2 node2\n# END ANSIBLE MANAGED BLOCK\n"
+    assert target.read_text() == "127.0.0.1 localhost\n" + marked and isinstance(again, Unchanged)
+    assert [d.label for d in change.diffs] == [str(target)] and result.changed
+    assert target.stat().st_mode & 0o777 == 0o640
+    assert [p.read_text() for p in tmp_path.glob("hosts.*")] == ["127.0.0.1 localhost"]
+    converge("blockinfile", {**base, "block": "10.0.0.3 node3", "insertbefore": "BOF"})
+    assert target.read_text().startswith("127.0.0.1 localhost\n# BEGIN") and "node3" in target.read_text()
+    change, _, again = converge("blockinfile", {"path": str(target), "state": "absent"})
+    assert target.read_text() == "127.0.0.1 localhost\n" and isinstance(again, Unchanged)
+    with pytest.raises(TaskFailed, match="create: true"):
+        converge("blockinfile", {"path": str(tmp_path / "missing"), "block": "a"})
+    _, _, again = converge("blockinfile", {"path": str(tmp_path / "new"), "block": "a", "create": True, "mode": "0600"})
+    assert (tmp_path / "new").read_text() == "# BEGIN ANSIBLE MANAGED BLOCK\na\n# END ANSIBLE MANAGED BLOCK\n"
+    assert (tmp_path / "new").stat().st_mode & 0o777 == 0o600 and isinstance(again, Unchanged)
 
 
 def test_fail_fails_with_the_message():

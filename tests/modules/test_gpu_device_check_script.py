@@ -97,3 +97,19 @@ def test_whole_flow_with_a_stand_in_gpu(tmp_path: Path) -> None:
     }
     assert summary["killed_pids"] == [summary["child_pid"]]
     assert summary["mib_freed"] == 3072
+
+
+def test_health_only_prints_nvml_beside_rigger_and_its_verdict(tmp_path: Path) -> None:
+    fake = fakenvml.create(tmp_path)
+    fake.write([fakenvml.gpu(0, ecc_uncorrected_volatile=2, pcie_width=[8, 16], unsupported=["retired_pages"])])
+    done = run("--health-only", env=fake.env())
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    ecc = next(line for line in lines if line.startswith("[health] GPU 0 ecc_uncorrected_volatile:"))
+    assert ecc.startswith("[health] GPU 0 ecc_uncorrected_volatile: NVML 2 | rigger 2 | refuse [ecc-volatile] 2 ")
+    width = next(line for line in lines if line.startswith("[health] GPU 0 pcie_width_current:"))
+    assert width == "[health] GPU 0 pcie_width_current: NVML 8 | rigger 8 | warn [pcie-width] PCIe link x8 of x16"
+    sbe = next(line for line in lines if line.startswith("[health] GPU 0 retired_pages_sbe:"))
+    assert sbe == "[health] GPU 0 retired_pages_sbe: NVML NVML: Not Supported | rigger None | ok"
+    assert any(line.startswith("[health] host verdict: refuse: 1 GPU(s) (nvml)") for line in lines)
+    assert json.loads(lines[-1])["health"]["verdict"] == "refuse"

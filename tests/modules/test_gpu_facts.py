@@ -144,3 +144,28 @@ def test_rigger_facts_shows_the_fake_gpus(fake: Any) -> None:
     facts = json.loads(done.stdout)["localhost"]
     assert facts["gpu_backend"] == "nvml"
     assert [g["compute_capability"] for g in facts["gpus"]] == ["12.0"] * 8
+
+
+def test_rigger_facts_shows_the_health_readings(fake: Any) -> None:
+    gpus = [fakenvml.gpu(i) for i in range(2)]
+    gpus[1] = fakenvml.gpu(1, ecc_uncorrected_volatile=3, pcie_width=[4, 16], unsupported=["retired_pages"])
+    fake.write(gpus)
+    done = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "facts"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, **fake.env()},
+    )
+    assert done.returncode == 0, done.stderr
+    facts = json.loads(done.stdout)["localhost"]
+    sick = facts["gpus"][1]
+    assert sick["readings"]["ecc_uncorrected_volatile"] == 3
+    assert (sick["readings"]["pcie_width_current"], sick["readings"]["pcie_width_max"]) == (4, 16)
+    assert sick["readings"]["retired_pages_sbe"] is None and sick["unsupported"] == ["fabric", "retired_pages"]
+    assert facts["gpus"][0]["readings"]["remapped_rows"] == {
+        "corrected": 0, "uncorrected": 0, "pending": False, "failure": False,
+    }  # fmt: skip
+    assert "gpu_kernel_xids" in facts and facts["gpu_kernel_log"]

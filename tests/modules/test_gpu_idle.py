@@ -137,14 +137,13 @@ def test_sigkill_after_term_timeout(fake: Any, spawn: Spawner) -> None:
 
 
 def test_orphaned_vllm_session_goes_whole(fake: Any, spawn: Spawner) -> None:
-    """The API server is SIGKILLed; EngineCore/Worker live on in its session."""
+    """The API server is SIGKILLed; EngineCore and its Worker live on, orphaned to init."""
     launcher = spawn(
         [
             "bash",
             "-c",
             textwrap.dedent("""
-        (exec -a VLLM::EngineCore sleep 300) &
-        (exec -a VLLM::Worker_TP0 sleep 300) &
+        (exec -a VLLM::EngineCore bash -c '(exec -a VLLM::Worker_TP0 sleep 300) & wait') &
         (exec -a bystander-in-session sleep 300) &
         echo $! > /dev/null
         exec -a 'python -m vllm.entrypoints.openai.api_server' sleep 300
@@ -342,16 +341,16 @@ def test_other_users_holder_is_refused_when_not_root(fake: Any, spawn: Spawner) 
 
 
 def test_without_gpus_kill_patterns_still_clear_an_orphaned_vllm_session(fake: Any, spawn: Spawner) -> None:
-    """A CPU host: no NVML at all; the EngineCore pattern pulls in its whole vLLM session."""
+    """A CPU host: no NVML at all; the EngineCore pattern pulls in its workers and helpers."""
     unique = f"{300 + os.getpid() % 1000}.{time.time_ns() % 10**6}"  # other vLLMs may run here
     launcher = spawn(
         [
             "bash",
             "-c",
             textwrap.dedent(f"""
-        (exec -a VLLM::EngineCore sleep {unique}) &
-        (exec -a VLLM::Worker sleep {unique}) &
-        (exec -a 'python -c from multiprocessing.resource_tracker import main;main(31)' sleep {unique}) &
+        (exec -a VLLM::EngineCore bash -c "(exec -a VLLM::Worker sleep {unique}) &
+            (exec -a 'python -c from multiprocessing.resource_tracker import main;main(31)' sleep {unique}) &
+            wait") &
         (exec -a bystander-in-session sleep {unique}) &
         exec -a 'python -m vllm.entrypoints.openai.api_server' sleep {unique}
     """),
@@ -361,12 +360,12 @@ def test_without_gpus_kill_patterns_still_clear_an_orphaned_vllm_session(fake: A
     wait_started(launcher)
     names = ("VLLM::EngineCore", "VLLM::Worker", "bystander-in-session")
     members = {k: spawn.adopt(v) for k, v in session_members(launcher.pid, names).items() if k != "python"}
-    tracker = spawn.adopt(session_pid(launcher.pid, "resource_tracker"))
+    tracker = spawn.adopt(session_pid(launcher.pid, f"main(31) {unique}"))
     os.kill(launcher.pid, signal.SIGKILL)
     launcher.wait()
     os.environ.pop("FAKE_NVML_CONFIG")
     try:
-        _, result = converge({**DEFAULTS, "kill_patterns": [rf"^VLLM::EngineCore {re.escape(unique)}$"]})
+        _, result = converge({**DEFAULTS, "kill_patterns": [rf"(?s)^VLLM::EngineCore -c .*{re.escape(unique)}"]})
     finally:
         os.environ["FAKE_NVML_CONFIG"] = str(fake.config_path)
     expected = {members["VLLM::EngineCore"], members["VLLM::Worker"], tracker}

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -107,6 +109,60 @@ def test_tail_and_editor_in_the_holders_session_are_never_signalled(fake: Any, s
     assert "tail" not in change.summary and "vim" not in change.summary
 
 
+# One vLLM-shaped server tree: API server -> EngineCore -> worker (as vLLM v1 runs TP > 1).
+SERVER_TREE = (
+    'exec -a "python -m vllm.entrypoints.openai.api_server --served-model-name $1" bash -c '
+    "'(exec -a VLLM::EngineCore bash -c \"(exec -a VLLM::Worker_TP0 sleep 300) & wait\") & wait'"
+)
+
+
+def _child(procs: list[dict[str, Any]], parent: int | None, prefix: str) -> int | None:
+    found = [p["pid"] for p in procs if parent and p["ppid"] == parent and p["cmdline"].startswith(prefix)]
+    return int(found[0]) if found else None
+
+
+def _server_trees(sid: int, tags: tuple[str, ...], timeout_s: float = 30.0) -> dict[str, dict[str, int]]:
+    """{tag: {"api": pid, "engine": pid, "worker": pid}} for each server tree of the session."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        procs = LocalConnection().run_probe("procs", {"sid": sid})["processes"]
+        trees: dict[str, dict[str, int]] = {}
+        for tag in tags:
+            api = next((int(p["pid"]) for p in procs if f"--served-model-name {tag} " in p["cmdline"]), None)
+            engine = _child(procs, api, "VLLM::EngineCore")
+            worker = _child(procs, engine, "VLLM::Worker")
+            if api and engine and worker:
+                trees[tag] = {"api": api, "engine": engine, "worker": worker}
+        if len(trees) == len(tags):
+            return trees
+        assert time.monotonic() < deadline, f"server trees did not start: {trees}"
+        time.sleep(0.02)
+
+
+def test_another_teams_vllm_orphaned_in_the_same_session_is_never_signalled(
+    fake: Any, spawn: Spawner, tmp_path: Path
+) -> None:
+    """Issue 18: two servers started from one shell that is gone (both orphans of one session);
+    `gpus: [0]` ends the tree holding GPU 0 and never the other team's on GPU 1."""
+    script = tmp_path / "server.sh"
+    script.write_text(SERVER_TREE + "\n")
+    launcher = spawn(
+        ["bash", "-c", f"bash {script} ours & bash {script} theirs & wait"], start_new_session=True, holding_gpu=True
+    )
+    trees = _server_trees(launcher.pid, ("ours", "theirs"))
+    for tree in trees.values():
+        for pid in tree.values():
+            spawn.adopt(pid)
+    os.kill(launcher.pid, signal.SIGKILL)  # the shell that started both is gone: both are orphans
+    launcher.wait()
+    ours, theirs = trees["ours"], trees["theirs"]
+    fake.eight_gpus([fakenvml.holder(ours["worker"], 0, 9000), fakenvml.holder(theirs["worker"], 1, 9000)])
+    change, result = converge({**DEFAULTS, "gpus": [0]})
+    assert sorted(result.data["killed_pids"]) == sorted(ours.values())
+    assert all(alive(pid) for pid in theirs.values()), "another team's vLLM on GPU 1 was signalled"
+    assert "theirs" not in change.summary
+
+
 # ---- other users ------------------------------------------------------------------------
 
 
@@ -156,6 +212,28 @@ def test_a_reported_pid_with_no_nvidia_device_open_is_never_signalled(fake: Any,
     assert alive(stranger.pid)
 
 
+def test_a_pid_with_only_the_control_devices_open_is_not_a_holder(fake: Any, spawn: Spawner) -> None:
+    """/dev/nvidiactl and /dev/nvidia-uvm are opened by every CUDA process, whatever GPU it
+    uses: they prove nothing about GPU 0. Decoy nodes (really /dev/null) in the process's
+    own mount namespace, as gpudecoys makes /dev/nvidia0."""
+    ctl_only = (
+        "mount -t tmpfs -o size=64k,mode=755 rigger-decoy-dev /dev && mknod -m 666 /dev/nvidiactl c 1 3 && "
+        "mknod -m 666 /dev/nvidia-uvm c 1 3 && exec 3<>/dev/nvidiactl 4<>/dev/nvidia-uvm && exec sleep 300"
+    )
+    stranger = spawn(["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", ctl_only])
+    deadline = time.monotonic() + 10
+    while not os.path.exists(f"/proc/{stranger.pid}/fd/4") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert os.readlink(f"/proc/{stranger.pid}/fd/4") == "/dev/nvidia-uvm"
+    fake.eight_gpus([fakenvml.holder(stranger.pid, 0, 40000)])
+    with pytest.raises(TaskFailed, match=rf"pid {stranger.pid} .*has no NVIDIA device open here"):
+        mod.plan(planning(), DEFAULTS)
+    target = {"pid": stranger.pid, "start_time": start_time(stranger.pid), "gpu_holder": True}
+    answer = ctx().conn.run_probe("signal_procs", {"targets": [target], "term_timeout_s": 0.5})
+    assert [s["pid"] for s in answer["skipped"]] == [stranger.pid]
+    assert alive(stranger.pid)
+
+
 def test_signal_procs_checks_the_device_on_the_host_just_before_the_signal(spawn: Spawner) -> None:
     stranger = spawn(["sleep", "300"])
     wait_started(stranger)
@@ -168,6 +246,23 @@ def test_signal_procs_checks_the_device_on_the_host_just_before_the_signal(spawn
         }
     ]
     assert alive(stranger.pid)
+
+
+def test_a_holder_of_another_gpus_device_node_is_not_signalled_for_this_one(spawn: Spawner) -> None:
+    """The driver gives each GPU's node (/dev/nvidiaN, N its minor number): a process with
+    /dev/nvidia0 open is no proof of holding the GPU whose node is /dev/nvidia1, in the
+    plan (the module) and just before the signal (the probe). The decoy holds /dev/nvidia0."""
+    decoy = spawn(["sleep", "300"], holding_gpu=True)
+    wait_started(decoy)
+    proc = ctx().conn.run_probe("procs", {"pids": [decoy.pid], "gpu_devices": True})["processes"][0]
+    other = mod.Holder(gpu={"index": 1, "device_node": "/dev/nvidia1"}, pid=decoy.pid, used_mib=1, proc=proc)
+    assert "not proven to hold this GPU" in str(mod._device_problem(other))
+    assert mod._device_problem(mod.Holder({"index": 0, "device_node": "/dev/nvidia0"}, decoy.pid, 1, proc)) is None
+    target = {"pid": decoy.pid, "start_time": start_time(decoy.pid), "gpu_holder": True}
+    answer = ctx().conn.run_probe("signal_procs", {"targets": [{**target, "devices": ["/dev/nvidia1"]}]})
+    assert [s["pid"] for s in answer["skipped"]] == [decoy.pid] and alive(decoy.pid)
+    answer = ctx().conn.run_probe("signal_procs", {"targets": [{**target, "devices": ["/dev/nvidia0"]}]})
+    assert answer["terminated"] == [decoy.pid]
 
 
 # ---- rigger's own processes -------------------------------------------------------------

@@ -152,8 +152,24 @@ def test_launch_of_a_missing_program_is_an_error_not_a_record(tmp_path: Path) ->
             "state_path": str(tmp_path / "x.json"),
         },
     )
-    assert "could not execute '/nonexistent/vllm'" in answer["error"]
+    assert "could not execute '/nonexistent/vllm': no such program." in answer["error"]
+    assert "FileNotFoundError" not in answer["error"] and "Errno" not in answer["error"], answer["error"]
     assert not (tmp_path / "x.json").exists()
+
+
+def test_launch_of_a_program_not_on_the_path_says_so(tmp_path: Path) -> None:
+    """It said "FileNotFoundError: [Errno 2] No such file or directory: b'/bin/vllm'"."""
+    answer = run_in_process(
+        "vllm_launch",
+        {
+            "argv": ["rigger-no-such-vllm", "serve", "/m"],
+            "env": {"PATH": "/usr/bin:/bin"},
+            "log_path": str(tmp_path / "x.log"),
+            "state_path": str(tmp_path / "x.json"),
+        },
+    )
+    assert answer["error"].startswith("could not execute 'rigger-no-such-vllm': no such program on the host's PATH")
+    assert "b'/" not in answer["error"] and "ensure_vllm" in answer["error"]
 
 
 def test_log_rotation_keeps_the_previous_log(tmp_path: Path) -> None:

@@ -12,7 +12,16 @@ import pytest
 
 import modules.serving.serve_vllm as serve_vllm
 from engine.errors import TaskFailed
-from modules.serving.spec import API_KEY_VAR, build_argv, build_spec, config_paths, served_name
+from modules.serving.spec import (
+    API_KEY_VAR,
+    build_argv,
+    build_spec,
+    config_paths,
+    launcher_prefix,
+    recorded_model,
+    serve_prefix,
+    served_name,
+)
 from modules.serving.specdiff import argv_lines, spec_diffs
 
 CONFIG = {"config.json": b'{"a": 1}', "hf_quant_config.json": None}
@@ -76,11 +85,22 @@ def test_all_flags_keep_vllm_names_and_extra_args_come_last() -> None:
     assert argv[-2:] == ("--reasoning-parser", "kimi_k2")
 
 
-def test_api_key_on_the_command_line_is_refused() -> None:
-    with pytest.raises(TaskFailed, match="api_key_env"):
-        build_argv(args(extra_args=["--api-key", "sk-123"]))
-    with pytest.raises(TaskFailed, match="api_key_env"):
-        build_argv(args(extra_args=["--api-key=sk-123"]))
+SECRET_SPELLINGS = ["--api-key", "--api-key=sk-123", "--api_key", "--api_key=sk-123", "--api-ke", "--api_ke=K"]
+SECRET_SPELLINGS += ["--hf-token", "--hf_token=hf_x", "--hf-tok"]
+
+
+@pytest.mark.parametrize("spelling", SECRET_SPELLINGS)
+def test_a_secret_option_on_the_command_line_is_refused_in_every_spelling_vllm_reads(spelling: str) -> None:
+    """vLLM's parser reads underscores as dashes, `=`, and unambiguous prefixes (issue 18:
+    `--api_key`, `--api_key=K`, `--api-ke` put the key in ps, the state file and the log)."""
+    with pytest.raises(TaskFailed, match="api_key_env") as refused:
+        build_argv(args(extra_args=[spelling, "sk-123"]))
+    assert "sk-123" not in str(refused.value)
+
+
+@pytest.mark.parametrize("flag", ["--api-server-count", "--enable-auto-tool-choice", "--hf-overrides", "--"])
+def test_options_that_only_look_alike_pass(flag: str) -> None:
+    assert flag in build_argv(args(extra_args=[flag, "1"]))
 
 
 def test_hash_is_stable_and_covers_argv_env_and_config_contents() -> None:
@@ -119,6 +139,15 @@ def test_config_files_are_hashed_only_for_a_model_directory() -> None:
         "hf_quant_config.json": "/models/kimi/hf_quant_config.json",
     }
     assert config_paths("nvidia/Kimi-K2.5-NVFP4") == {}
+
+
+@pytest.mark.parametrize("launcher", ["vllm", "/opt/vllm/bin/vllm", "/opt/vllm/bin/python3"])
+def test_the_model_is_read_back_from_a_recorded_argv_of_every_launcher(launcher: str) -> None:
+    """What a rollback puts back is the model directory the previous server was launched with."""
+    for prefix in (launcher_prefix(launcher, "/models/kimi"), serve_prefix(launcher, "/models/kimi")):
+        argv = build_argv(args(launcher=launcher, extra_args=["--model", "/elsewhere"]), prefix)
+        assert recorded_model(argv) == "/models/kimi"
+    assert recorded_model(["/opt/other", "--port", "8000"]) is None
 
 
 def test_served_name_defaults_to_model() -> None:

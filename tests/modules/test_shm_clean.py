@@ -7,6 +7,7 @@ SharedMemory segments in /dev/shm. Nothing is faked.
 
 from __future__ import annotations
 
+import mmap
 import os
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from decoyns import run_in_decoy_namespace
 
 from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
@@ -361,3 +363,29 @@ def test_a_path_through_proc_root_cleans_that_namespace_s_tmpfs() -> None:
     finally:
         keeper.kill()
         keeper.wait()
+
+
+def test_in_a_pid_namespace_that_is_not_the_hosts_no_segment_is_proven_unused() -> None:
+    """Issue 18: a /dev/shm segment mapped by a process rigger cannot see (another PID
+    namespace) was removed. Real: /dev/shm (the host's tmpfs, seen from a private mount
+    namespace), a segment this test creates and maps, util-linux unshare --pid; the module
+    runs as root in the child PID namespace, where this test's process is invisible."""
+    name = f"psm_{os.getpid() & 0xFFFFFFFF:08x}"
+    path = Path("/dev/shm") / name
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.ftruncate(fd, 8192)
+        os.utime(path, (OLD, OLD))
+        with mmap.mmap(fd, 8192):
+            args = {"path": "/dev/shm", "patterns": [name], "min_age_s": 0, "owners": []}
+            result = run_in_decoy_namespace(
+                f"result = {{'plan': plan('ensure_shm_clean', {args!r}), 'ns': os.readlink('/proc/self/ns/pid')}}",
+                pid=True,
+            )
+            assert path.exists(), f"a segment mapped outside the namespace was removed: {result}"
+        assert result["ns"] != os.readlink("/proc/self/ns/pid")
+        assert result["plan"]["status"] == "unchanged", result
+        assert "PID namespace that is not the host's" in result["plan"]["msg"], result
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)

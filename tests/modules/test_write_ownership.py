@@ -94,11 +94,12 @@ def test_the_next_write_removes_temp_files_an_interrupted_write_left(tmp_path):
 AS_NOBODY = """
 import os, sys
 from engine.connection.local import LocalConnection
+from engine.errors import TaskFailed
 os.setgid(65534); os.setuid(65534)  # after the imports: this python lives under /root
 try:
     LocalConnection().write_file(sys.argv[1], b"taken over\\n")
-except OSError as exc:
-    print(exc.strerror)
+except TaskFailed as exc:
+    print(exc)
 """
 
 

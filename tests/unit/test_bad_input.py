@@ -115,7 +115,7 @@ CASES = {
             - name: and more
               command: echo b
         """,
-        "a quote opened here is never closed?",
+        "the quote opened on this line is never closed",
         7,
     ),
     "wrong_type": (
@@ -198,6 +198,25 @@ CASES = {
         "mode: [644] is not of type 'string'",
         9,
     ),
+    "nul_byte_in_a_path": (
+        """\
+            - name: nul
+              write_file: {path: "/tmp/rigger-nul\\0/etc/passwd", content: a}
+        """,
+        "path: the value holds a NUL byte",
+        7,
+    ),
+    "nul_byte_in_a_list_item": (
+        """\
+            - name: nul in a list
+              ensure_gpus_idle:
+                protect_patterns:
+                  - "ok"
+                  - "bad\\0"
+        """,
+        "protect_patterns.1: the value holds a NUL byte",
+        10,
+    ),
 }
 
 
@@ -215,6 +234,53 @@ def test_broken_playbook_exit_4_with_location(rigger, tmp_path, case):
     assert located and message in located[0], run.stderr
     assert "Traceback" not in run.stderr + run.stdout and "a bug" not in run.stderr
     assert not marker.exists()
+
+
+# Never run, only validated: on code that took them, `run` would signal every process on
+# the machine (it did once, when this test was first seen red with `run`).
+KILL_PATTERN_CASES = {
+    "kill_pattern_with_a_stray_bar": (
+        """\
+            - name: stray bar
+              ensure_gpus_idle:
+                kill_patterns: ["vllm serve|"]
+        """,
+        "matches the empty string, so it matches every process",
+        8,
+    ),
+    "kill_pattern_matching_everything": (
+        """\
+            - name: dot
+              ensure_gpus_idle:
+                kill_patterns: ["."]
+        """,
+        "matches every process on the host",
+        8,
+    ),
+    "kill_pattern_that_is_no_regex": (
+        """\
+            - name: broken regex
+              ensure_gpus_idle:
+                kill_patterns: ["vllm("]
+        """,
+        "invalid regex 'vllm('",
+        8,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(KILL_PATTERN_CASES))
+def test_a_kill_pattern_that_matches_every_process_is_refused_at_validate_time(rigger, tmp_path, case):
+    """A stray `|` (`vllm serve|` matches the empty string), `.`, or no regex at all: exit 4
+    at the pattern's file:line from `rigger validate`, which runs no task."""
+    body, message, line = KILL_PATTERN_CASES[case]
+    book = tmp_path / "play.yml"
+    book.write_text(_playbook(tmp_path / "touched", body))
+    run = rigger("validate", str(book))
+    assert run.rc == 4, run.stderr + run.stdout
+    located = [text for text in run.stderr.splitlines() if f"{book}:{line}: " in text]
+    assert located and message in located[0], run.stderr
+    assert "Traceback" not in run.stderr + run.stdout
 
 
 @pytest.mark.parametrize(
@@ -258,6 +324,43 @@ def test_inventory_host_without_address(rigger, tmp_path):
     assert not marker.exists()
 
 
+# Where an unknown connection type can be written -> (file, its text, the line it is on, the hint)
+TYPO_CONNECTIONS = {
+    "yaml host": ("hosts.yml", "all:\n  hosts:\n    gpu01:\n      ansible_host: 192.0.2.1\n"
+                  "      ansible_connection: lcoal\n", 5, "did you mean 'local'?"),
+    "ini group vars": ("hosts.ini", "[gpus]\ngpu01 ansible_host=192.0.2.1\n\n[gpus:vars]\nansible_connection=shh\n", 5,
+                       "did you mean 'ssh'?"),
+    "group_vars file": ("group_vars/all.yml", "ansible_user: deploy\nansible_connection: docker\n", 2,
+                        "use local or ssh"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(TYPO_CONNECTIONS))
+def test_an_unknown_connection_type_is_invalid_never_ssh(rigger, tmp_path, case):
+    """`ansible_connection: lcoal` silently became SSH and validate called the playbook valid."""
+    name, text, line, hint = TYPO_CONNECTIONS[case]
+    written = tmp_path / name
+    written.parent.mkdir(exist_ok=True)
+    written.write_text(text)
+    inventory = written if name.startswith("hosts") else tmp_path / "hosts.yml"
+    if inventory != written:
+        inventory.write_text("all:\n  hosts:\n    gpu01: {ansible_host: 192.0.2.1}\n")
+    book = tmp_path / "play.yml"
+    book.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n    - debug: msg=x\n")
+    for command in ("validate", "run"):
+        run = rigger(command, str(book), "-i", str(inventory), timeout_s=60)
+        assert run.rc == 4, run.stdout + run.stderr
+        assert f"{written}:{line}: " in run.stderr and "is not a connection type rigger has" in run.stderr
+        assert hint in run.stderr and "Traceback" not in run.stderr
+
+
+def test_an_unknown_play_connection_is_invalid(rigger, tmp_path):
+    book = tmp_path / "play.yml"
+    book.write_text("- hosts: localhost\n  connection: lcoal\n  tasks:\n    - debug: msg=x\n")
+    run = rigger("validate", str(book))
+    assert run.rc == 4 and f"{book}:2: connection 'lcoal'" in run.stderr and "did you mean 'local'?" in run.stderr
+
+
 def test_bad_options_exit_5(rigger, tmp_path):
     book = tmp_path / "play.yml"
     book.write_text("- hosts: localhost\n  tasks: []\n")
@@ -277,3 +380,26 @@ def test_limit_matching_nothing_exits_1_as_ansible(rigger, tmp_path):
     run = rigger("run", str(book), "-i", str(inventory), "--limit", "nosuchhost")
     assert run.rc == 1 and "leave no hosts to target" in run.stderr
     assert rigger("run", str(book), "--limit", "nosuchhost").rc == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("\"{{ '/tmp/x' ~ nul }}\"", "invalid argument path: the value holds a NUL byte"),
+        ("\"{{ 'x' * 1100000 }}\"", "invalid argument path: the value is 1100000 characters long"),
+    ],
+)
+def test_a_bad_value_made_by_a_template_is_a_task_failure_naming_the_argument(rigger, tmp_path, value, message):
+    """Rendered at run time, the value reaches the module's validator, not the OS: a failed
+    task naming the argument, never "unexpected error (a bug)" from inside the module."""
+    marker = tmp_path / "touched"
+    book = tmp_path / "play.yml"
+    book.write_text(
+        '- hosts: localhost\n  gather_facts: false\n  vars:\n    nul: "a\\0b"\n  tasks:\n'
+        f"    - write_file: {{path: {value}, content: a}}\n    - command: touch {marker}\n"
+    )
+    run = rigger("run", str(book))
+    assert run.rc == 2, run.stderr + run.stdout
+    assert message in run.stdout + run.stderr
+    assert "a bug" not in run.stdout + run.stderr and "Traceback" not in run.stdout + run.stderr
+    assert not marker.exists()

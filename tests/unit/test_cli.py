@@ -12,6 +12,16 @@ def test_modules_lists_every_module_with_a_summary(rigger):
         assert any(line.startswith(name + " ") for line in run.stdout.splitlines()), name
 
 
+def test_modules_summaries_are_whole_sentences(rigger):
+    """A summary is the docstring's first sentence, however many lines it spans (setup's and
+    check_serving_group's ran onto a second line and were cut there)."""
+    lines = rigger("modules").stdout.splitlines()
+    cut = [line for line in lines if not line.rstrip().endswith((".", "?", "!"))]
+    assert not cut, cut
+    setup = next(line for line in lines if line.startswith("setup "))
+    assert setup.endswith("or only some of them (``filter``).")
+
+
 def test_doc_is_generated_from_the_schema(rigger):
     run = rigger("doc", "write_file")
     assert run.rc == 0
@@ -28,6 +38,15 @@ def test_facts_prints_json(rigger):
     assert facts["shm"]["path"] == "/dev/shm"
 
 
+def test_facts_mask_secret_named_environment_variables(rigger):
+    """FOO_TOKEN in the host's environment printed in clear; masked as plan files mask it."""
+    run = rigger("facts", env={"RIGGER_TEST_TOKEN": "tok-9f3a2c71", "RIGGER_TEST_PLAIN": "plain-4b1e"})
+    assert run.rc == 0, run.stderr
+    env = json.loads(run.stdout)["localhost"]["ansible_facts"]["env"]
+    assert env["RIGGER_TEST_TOKEN"] == "<hidden: RIGGER_TEST_TOKEN>" and env["RIGGER_TEST_PLAIN"] == "plain-4b1e"
+    assert "tok-9f3a2c71" not in run.stdout
+
+
 def test_validate_connects_to_nothing(rigger, tmp_path):
     inv = tmp_path / "hosts.yml"
     inv.write_text("all:\n  hosts:\n    gpu01: {ansible_host: 192.0.2.1}\n")
@@ -35,6 +54,8 @@ def test_validate_connects_to_nothing(rigger, tmp_path):
     book.write_text("- hosts: all\n  tasks:\n    - command: echo {{ inventory_hostname }}\n")
     run = rigger("validate", str(book), "-i", str(inv), timeout_s=20)
     assert run.rc == 0 and "valid" in run.stdout
+    # "1 plays, 1 tasks, 1 hosts" before
+    assert run.stdout.strip().endswith(": valid (1 play, 1 task, 1 host in inventory)"), run.stdout
 
 
 def test_an_extra_var_nothing_uses_warns_with_did_you_mean(rigger, tmp_path):

@@ -78,8 +78,9 @@ def test_host_output_with_template_syntax_stays_text(rigger, tmp_path):
     assert messages["when"] == "when ran"
     loop_messages = [r.get("msg") for r in run.results("loop")]
     assert f"item={HOST_SAYS}" in str(loop_messages), loop_messages
-    # 7 * 6 was never computed; the test's own path (pytest-421/...) and timings may say 42
+    # 7 * 6 was never computed; the test's own path (pytest-421/...), timings and timestamps may say 42
     shown = re.sub(r'"duration_s": [0-9.e-]+', "", run.stdout.replace(str(tmp_path), "TMP"))
+    shown = re.sub(r'"(start|end|delta)": "[0-9:. -]+"', "", shown)  # command's timestamps, as Ansible's
     assert "42" not in shown.replace("\\u", "")
 
 
@@ -126,3 +127,33 @@ def test_file_lookup_content_stays_text_and_its_size_is_bounded(rigger, tmp_path
     messages = {r["task"]: r.get("msg", "") for r in run.results()}
     assert messages["file"] == HOST_SAYS
     assert run.rc == 2 and "is larger than" in messages["huge"], run.stdout
+
+
+def test_inventory_host_and_group_names_holding_templates_stay_text(rigger, tmp_path):
+    """Issue 18: a host and a group named with `{{ lookup('pipe', ...) }}` ran the command
+    on the controller as soon as a task read inventory_hostname, group_names or groups
+    (ansible-core 2.19 prints the names as they are). The command here only touches a
+    marker file in tmp_path: its existence is the proof that it ran."""
+    marker = tmp_path / "ran"
+    host = f"web{{{{ lookup('pipe', 'touch {marker}') }}}}"
+    group = f"grp{{{{ lookup('pipe', 'touch {marker}') }}}}"
+    (tmp_path / "hosts.yml").write_text(
+        "all:\n  vars: {ansible_connection: local}\n"
+        f'  children:\n    "{group}":\n      hosts:\n        "{host}": {{}}\n'
+    )
+    book = tmp_path / "site.yml"
+    reads = [
+        "{{ inventory_hostname }}",
+        "{{ inventory_hostname_short }}",
+        "{{ group_names }}",
+        "{{ groups }}",
+        "{{ ansible_play_hosts }}",
+        "{{ hostvars[inventory_hostname].inventory_hostname }}",
+        "{{ ansible_host }}",
+    ]
+    tasks = "".join(f'    - debug: {{msg: "{read}"}}\n' for read in reads)
+    book.write_text(f"- hosts: all\n  gather_facts: false\n  tasks:\n{tasks}")
+    run = rigger("run", str(book), "-i", str(tmp_path / "hosts.yml"))
+    assert run.rc == 0, run.stdout + run.stderr
+    assert not marker.exists(), "a lookup in an inventory name ran on the controller"
+    assert f"{host}: {host}" in run.stdout.replace("[", "").replace("]", "")

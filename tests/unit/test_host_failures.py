@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from recorded_host import RecordedHost
 
-from engine.executor import ExecOptions, TaskRunner
-from engine.playbook import Location, Task
+from engine.model import Location, Task
+from engine.run.executor import ExecOptions, TaskRunner
 from engine.templating import Scope
 
 

@@ -1,7 +1,7 @@
 """The magic variables the static check accepts are the ones a run defines.
 
 Real: the CLI (validate and a local run), the static check and the runner. The list lives
-once (engine.magicvars.MAGIC_VARIABLES); a name accepted but not defined would make the
+once (engine.templating.magicvars.MAGIC_VARIABLES); a name accepted but not defined would make the
 run fail here, a name defined but not accepted would make validate fail.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from engine.magicvars import MAGIC_VARIABLES
+from engine.templating.magicvars import MAGIC_VARIABLES
 
 
 def test_every_magic_variable_validates_and_renders(tmp_path: Path, rigger: Any) -> None:
@@ -20,8 +20,11 @@ def test_every_magic_variable_validates_and_renders(tmp_path: Path, rigger: Any)
     )
     book = tmp_path / "magic.yml"
     book.write_text(f"- hosts: localhost\n  gather_facts: false\n  tasks:\n{tasks}")
-    assert rigger("validate", str(book)).rc == 0
-    run = rigger("run", str(book), "--output", "jsonl")
+    # an inventory host: inventory_dir/inventory_file are undefined on the implicit localhost (as in Ansible)
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost ansible_connection=local\n")
+    assert rigger("validate", str(book), "-i", str(hosts)).rc == 0
+    run = rigger("run", str(book), "-i", str(hosts), "--output", "jsonl", "-e", "rigger_run_lock=false")
     results = run.results()
     assert len(results) == len(MAGIC_VARIABLES) and run.rc == 0, run.stdout + run.stderr
     assert all(r["data"]["msg"] is True for r in results), results

@@ -41,7 +41,11 @@ def test_fqcn_names_and_key_value_arguments_validate(tmp_path):
     [
         ("  strategy: free\n  tasks: []\n", 3, "`strategy: free` is not supported"),
         ("  vars_prompt:\n    - name: x\n  tasks: []\n", 3, "`vars_prompt` is not supported"),
-        ("  tasks:\n    - debug: msg=x\n      with_sequence: count=2\n", 5, "`with_sequence` loops are not supported"),
+        (
+            "  tasks:\n    - debug: msg=x\n      with_random_choice: [a, b]\n",
+            5,
+            "`with_random_choice` loops are not supported",
+        ),
         ("  tasks:\n    - command: sleep 9\n      async: 10\n", 5, "`async: 10` is not supported"),
         ("  tasks:\n    - include: t.yml\n", 4, "`include` was removed from Ansible (2.16); use include_tasks"),
         ("- include: other.yml\n", 3, "`include` was removed from Ansible (2.16); use import_playbook"),
@@ -52,7 +56,7 @@ def test_fqcn_names_and_key_value_arguments_validate(tmp_path):
             4,
             "module 'ansible.builtin.service' (from ansible.builtin)",
         ),
-        ("  roles: [geerlingguy.nginx.web]\n", 3, "roles from collections are not supported"),
+        ("  roles: [geerlingguy.nginx.web]\n", 3, "the collection geerlingguy.nginx is not installed"),
         ("  tasks:\n    - import_tasks: t.yml\n      loop: [1]\n", 4, "you cannot use loops on 'import_tasks'"),
         (
             "  tasks:\n    - include_role:\n        name: r\n        apply: {tags: x}\n",
@@ -76,3 +80,52 @@ def test_missing_role_and_import_loop_are_clear_errors(tmp_path):
     (tmp_path / "t.yml").write_text("- import_tasks: t.yml\n")
     run = _validate(tmp_path, PLAY + "  tasks:\n    - import_tasks: t.yml\n")
     assert run.rc == 4 and "imports itself" in run.stderr
+
+
+def test_include_vars_names_count_as_defined_when_the_file_is_written_out(tmp_path):
+    (tmp_path / "vars").mkdir()
+    (tmp_path / "vars" / "site.yml").write_text("site_name: dgx\n")
+    body = "  tasks:\n    - include_vars: site.yml\n    - debug: msg={{ site_name }}\n"
+    assert _validate(tmp_path, PLAY + body).rc == 0
+    typo = body.replace("msg={{ site_name }}", "msg={{ site_nmae }}")
+    run = _validate(tmp_path, PLAY + typo)
+    assert run.rc == 4 and "undefined variable 'site_nmae'" in run.stderr
+
+
+def test_include_vars_of_a_templated_path_leaves_undefined_names_to_the_run(tmp_path):
+    body = (
+        "  tasks:\n"
+        '    - include_vars: "{{ item }}"\n'
+        '      with_first_found: ["{{ ansible_distribution }}.yml", default.yml]\n'
+        "    - debug: msg={{ nfs_packages }}\n"
+    )
+    assert _validate(tmp_path, PLAY + body).rc == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "line", "message"),
+    [
+        ("    - assert:\n        that: x | nope\n", 4, "task 'assert': filter 'nope' is not available in rigger"),
+        ("    - assert:\n        that: [true, x is nope]\n", 4, "test 'nope' is not available in rigger"),
+        (
+            "    - debug: msg=\"{{ lookup('hashi_vault', 'x') }}\"\n",
+            4,
+            "lookup 'hashi_vault' is not available in rigger",
+        ),
+        ("    - debug: msg=x\n      when: query('nope') | length\n", 4, "lookup 'nope' is not available in rigger"),
+        ('    - debug: msg="{{ x | nope }}"\n', 4, "filter 'nope' is not available in rigger"),
+    ],
+)
+def test_filters_tests_and_lookups_rigger_lacks_are_refused_by_name(tmp_path, body, line, message):
+    run = _validate(tmp_path, PLAY + "  vars: {x: 1}\n  tasks:\n" + body)
+    assert run.rc == 4, run.stderr
+    assert f"p.yml:{line + 1}:" in run.stderr and message in run.stderr and "did you mean" not in run.stderr
+
+
+def test_known_filters_and_lookups_in_assert_pass(tmp_path):
+    body = (
+        "    - assert:\n        that:\n"
+        "          - x | union([2]) | length == 2\n"
+        "          - lookup('env', 'HOME') is string\n"
+    )
+    assert _validate(tmp_path, PLAY + "  vars: {x: [1]}\n  tasks:\n" + body).rc == 0

@@ -21,7 +21,8 @@ def test_program_runs_standalone_and_parses():
 
 
 def test_a_room_probe_and_what_it_uses_run_standalone():
-    """gpu_facts lives in modules/gpu/probes/ and USES gpus -> nvsmi, procs: the bundle holds them all."""
+    """gpu_facts lives in modules/gpu/probes/ and USES gpu_health -> gpus, health_parse; gpus -> nvsmi,
+    procs: the bundle holds them all."""
     proc = subprocess.run(
         [sys.executable, "-c", probes.program("gpu_facts")],
         input=json.dumps({}),
@@ -30,7 +31,7 @@ def test_a_room_probe_and_what_it_uses_run_standalone():
         timeout=30,
     )
     answer = probes.parse_output("gpu_facts", proc.stdout, proc.stderr)
-    assert set(probes.closure("gpu_facts")) == {"gpu_facts", "gpus", "nvsmi", "procs"}
+    assert set(probes.closure("gpu_facts")) == {"gpu_facts", "gpu_health", "gpus", "health_parse", "nvsmi", "procs"}
     assert "gpu_count" in answer and answer["shm"]["path"] == "/dev/shm"
 
 

@@ -1,9 +1,9 @@
-"""The README's commands work as written, and each one is run by a test.
+"""The commands of the README and of docs/*.md work as written, and each one is run by a test.
 
-Real: the README file, the real CLI (in the test process), the real inventory (whose hosts are
-examples: unreachable here, which is what the README says), scripts/clean.sh on a scratch
-copy of the checkout. The commands that need a running demo server or the whole suite are
-run by slow tests (named in COVERED).
+Real: the README and docs files, the real CLI (in the test process), the real inventory (whose
+hosts are examples: unreachable here, which is what the README says), scripts/clean.sh on a
+scratch copy of the checkout. The commands that need a running demo server or the whole suite
+are run by slow tests (named in COVERED). A command is a line of a ```bash block.
 """
 
 from __future__ import annotations
@@ -16,10 +16,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from engine import registry
 from tests.conftest import RiggerRun, run_rigger
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()
+DOCS = {path.relative_to(REPO).as_posix(): path.read_text() for path in sorted((REPO / "docs").rglob("*.md"))}
 
 # Every command in a README ```bash block -> the test that runs it as written.
 COVERED = {
@@ -40,6 +42,17 @@ COVERED = {
     "curl -s localhost:8000/v1/completions -H 'Content-Type: application/json' "
     '-d \'{"model": "tiny", "prompt": "hello", "max_tokens": 16}\'': "tests/integration/vllm/test_readme_demo.py",
     "rigger run playbooks/demo_cpu.yml -e serve_state=stopped": "tests/integration/vllm/test_readme_demo.py",
+    "rigger plan playbooks/demo_cpu.yml -o plan.json": "test_plan_and_show_commands_run",
+    "rigger show plan.json --format markdown": "test_plan_and_show_commands_run",
+    "rigger validate playbooks/vllm_group_cpu.yml -i inventory/vllm_group_cpu.yml": "test_tour_commands_run",
+    "rigger validate playbooks/kimi_k25_two_nodes.yml -i inventory/fleet.yml": "test_tour_commands_run",
+    # docs/watch.md: run there against a scratch inventory and --state-dir (the fleet's hosts are examples)
+    "rigger watch playbooks/kimi_k25_nvfp4.yml -i inventory/fleet.yml --limit kimi_servers --interval 60 "
+    "--max-repairs 3 --window 3600 --backoff 30 --metrics-port 9464": "tests/integration/local/test_watch.py",
+    "rigger watch-status": "tests/integration/local/test_watch.py",
+    "rigger watch-resume gpu-a01": "tests/integration/local/test_watch.py",
+    "rigger watch-resume --fleet": "tests/integration/local/test_watch.py",
+    "bash scripts/setup_fast_tier.sh": "tests/integration/test_readme_test_sh.py",
     'python -m pytest -m "not slow" -n auto --dist loadfile': "tests/integration/test_readme_test_sh.py",
     "bash scripts/lint.sh": "tests/integration/test_readme_test_sh.py",
 }  # fmt: skip
@@ -64,11 +77,16 @@ def cli(command: str, timeout_s: float = 120) -> RiggerRun:
     return run_rigger(*argv[1:], cwd=REPO, timeout_s=timeout_s)
 
 
-def test_every_readme_command_is_run_by_a_test() -> None:
+def test_every_readme_and_docs_command_is_run_by_a_test() -> None:
     commands = readme_commands()
     assert "./scripts/demo.sh" in commands and "bash scripts/test.sh" in commands
     untested = [c for c in commands if c not in COVERED]
     assert not untested, f"README commands no test runs (add them to COVERED and a test): {untested}"
+    pages = {"docs/ansible.md", "docs/plans.md", "docs/safety.md", "docs/multinode.md", "docs/benchmarks.md"}
+    assert pages <= set(DOCS)
+    for name, text in DOCS.items():
+        untested = [c for c in readme_commands(text) if c not in COVERED]
+        assert not untested, f"{name}: commands no test runs (add them to COVERED and a test): {untested}"
     for where in set(COVERED.values()):
         for name in re.findall(r"(?:^|, |\()((?:tests|\.ci)/[\w/.]+)", where):
             assert (REPO / name).exists(), name
@@ -83,9 +101,21 @@ def test_readme_command_parser_sees_continuations_and_comments() -> None:
 
 
 def test_module_reference_is_current() -> None:
+    """docs/modules/ is what scripts/gen_module_docs.py makes from the modules as they are now."""
     proc = subprocess.run([sys.executable, "scripts/gen_module_docs.py", "--check"], cwd=REPO,
                           capture_output=True, text=True)  # fmt: skip
     assert proc.returncode == 0, proc.stdout
+    pages = {path.stem for path in (REPO / "docs" / "modules").glob("*.md")}
+    assert pages == {*registry.module_names(), "README"}
+
+
+def test_the_readme_fits_on_a_screen_and_links_pages_that_exist() -> None:
+    assert len(README.splitlines()) <= 320
+    for name, text in {"README.md": README, **DOCS}.items():
+        base = (REPO / name).parent
+        for target in re.findall(r"\]\(([^)#\s]+)\)", text):
+            if "://" not in target:
+                assert (base / target).exists(), f"{name} links {target}, which does not exist"
 
 
 def test_tour_commands_run() -> None:
@@ -96,6 +126,29 @@ def test_tour_commands_run() -> None:
         assert done.rc == 0, f"{command}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
         assert "Traceback" not in done.stderr
     assert "would start vLLM" in cli("rigger run playbooks/demo_cpu.yml --check --diff").stdout
+
+
+def test_the_layout_section_names_every_engine_package_and_module() -> None:
+    layout = README[README.index("## Layout") :]
+    layout = layout[: layout.index("\n```\n", layout.index("```") + 3)]
+    engine = REPO / "engine"
+    parts = [p.name + "/" for p in engine.iterdir() if (p / "__init__.py").exists()]
+    parts += [p.name for p in engine.glob("*.py") if p.name != "__init__.py"]
+    missing = [part for part in sorted(parts) if not re.search(rf"(^|\s){re.escape(part)}(\s|$)", layout, re.M)]
+    assert not missing, f"README's layout does not name {missing}"
+    rooms = [p.name + "/" for p in (REPO / "modules").iterdir() if (p / "__init__.py").exists()]
+    assert all(room in layout for room in rooms), rooms
+
+
+def test_plan_and_show_commands_run(tmp_path: Path) -> None:
+    """The plan file goes to a scratch directory (a user's own plan.json in the checkout stays)."""
+    plan = tmp_path / "plan.json"
+    for command in [c for c in COVERED if COVERED[c] == "test_plan_and_show_commands_run"]:
+        done = cli(command.replace("plan.json", str(plan)))
+        assert done.rc == 0, f"{command}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+        assert "Traceback" not in done.stderr
+    assert plan.is_file()
+    assert "### rigger plan: " in done.stdout and "would start vLLM" in done.stdout, done.stdout[-2000:]
 
 
 def test_fleet_command_targets_kimi_servers_only() -> None:

@@ -1,4 +1,4 @@
-"""The template sandbox refuses to build huge values (engine/sandbox.py), before trying.
+"""The template sandbox refuses to build huge values (engine/templating/sandbox.py), before trying.
 
 Real: Jinja2's sandbox as rigger configures it, rigger's filters. The refusals are
 checked before any allocation: on the code before the bound these expressions made the
@@ -11,7 +11,7 @@ import pytest
 
 from engine import templating
 from engine.errors import TemplateError
-from engine.sandbox import MAX_INT_BITS, MAX_SIZE
+from engine.templating.sandbox import MAX_INT_BITS, MAX_SIZE
 
 ALIAS_BOMB = "\n".join(
     [

@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 from recorded_host import Recorder
 
-from engine import facts, probes, static_check
+from engine import facts, probes
 from engine.connection.local import LocalConnection
 from engine.errors import ValidationError
-from engine.loader import load_playbook
-from engine.playbook import Inventory
+from engine.model import Inventory
+from engine.playbook import static_check
+from engine.playbook.loader import load_playbook
 
 RECORDED = json.loads((Path(__file__).parent.parent / "fixtures" / "ansible_setup_types.json").read_text())["types"]
 
@@ -49,6 +50,9 @@ def test_every_fact_has_the_type_ansible_gives_it():
         "ansible_env",
         "ansible_user_id",
         "ansible_date_time",
+        "ansible_mounts",
+        "ansible_virtualization_type",
+        "ansible_virtualization_role",
     } <= shared
     wrong = {name: type(gathered[name]).__name__ for name in shared if type(gathered[name]).__name__ != RECORDED[name]}
     assert wrong == {}
@@ -72,7 +76,9 @@ def test_values_are_this_hosts():
 @pytest.mark.parametrize(
     ("spec", "groups"),
     [  # what ansible-core 2.19 gathered for each spec on this machine (see the module docstring)
-        (["all"], ["min", "hardware", "network"]),
+        (["all"], ["min", "hardware", "network", "virtual"]),
+        (["!all", "!min", "hardware"], ["hardware"]),
+        (["!all", "virtual"], ["min", "virtual"]),
         (["!hardware"], ["min"]),
         (["min"], ["min"]),
         (["!all"], ["min"]),
@@ -86,6 +92,17 @@ def test_gather_subset_reads_as_ansible_reads_it(spec: list[str], groups: list[s
     namespace: dict[str, Any] = {}
     exec(code, namespace)
     assert namespace["subsets"](spec) == groups
+
+
+def test_mounts_are_this_hosts_block_file_systems():
+    """ansible_mounts lists what /proc/mounts (or /etc/mtab) lists with a device path, each
+    with statvfs's numbers; the differential case facts-issue20 compares them with Ansible."""
+    table = Path("/etc/mtab") if Path("/etc/mtab").exists() else Path("/proc/mounts")
+    wanted = [w[1] for w in (line.split() for line in table.read_text().splitlines()) if w[0].startswith("/")]
+    found = _setup(["!all", "!min", "hardware"])["mounts"]
+    assert [m["mount"] for m in found] == [w for w in wanted if w]
+    root = next(m for m in found if m["mount"] == "/")
+    assert root["block_total"] == os.statvfs("/").f_blocks and root["uuid"]
 
 
 def test_a_bad_subset_fails_naming_it():

@@ -118,3 +118,20 @@ def test_become_line_keeps_env_values_out_of_sudo_argv() -> None:
 def test_invalid_env_names_are_refused() -> None:
     with pytest.raises(TaskFailed, match="invalid environment variable"):
         command_line(["true"], env={"A B": "x"})
+
+
+def test_the_old_ansible_ssh_names_are_aliases_and_the_new_names_win() -> None:
+    """Issue 20: over SSH rigger connects to ansible_ssh_host, not the inventory name."""
+    old = options_from_host_vars(
+        "gpu01",
+        {
+            "ansible_ssh_host": "10.0.2.1",
+            "ansible_ssh_user": "ubuntu",
+            "ansible_ssh_port": 2222,
+            "ansible_ssh_pass": "pw",
+        },
+    )
+    assert old.target == Endpoint("10.0.2.1", 2222, "ubuntu") and old.password == "pw"
+    assert "pw" not in repr(old)
+    both = options_from_host_vars("gpu01", {"ansible_ssh_host": "10.0.2.1", "ansible_host": "10.0.9.9"})
+    assert both.target.host == "10.0.9.9"

@@ -6,6 +6,7 @@ import pytest
 
 from engine.errors import TemplateError
 from engine.templating import Scope, evaluate, render
+from engine.yamlload import load_text
 
 
 def scope(templated=None, data=None, override=None):
@@ -33,6 +34,19 @@ def test_undefined_variable_is_an_error_naming_it():
 def test_undefined_attribute_is_an_error():
     with pytest.raises(TemplateError, match="gpuz"):
         render("{{ facts.gpuz }}", scope(data={"facts": {"gpus": []}}))
+
+
+def test_a_missing_attribute_of_a_playbook_mapping_is_named_as_ansible_names_it():
+    """Variables from YAML are rigger's LocatedDict/LocatedList (they remember file:line);
+    the message says 'dict object', as Ansible's does, never the class."""
+    foo = load_text("bar_: 1\n", "vars.yml")
+    items = load_text("[1]\n", "vars.yml")
+    with pytest.raises(TemplateError) as err:
+        render("{{ foo.bar }}", scope({"foo": foo}))
+    assert "'dict object' has no attribute 'bar'" in str(err.value) and "Located" not in str(err.value)
+    with pytest.raises(TemplateError) as err:
+        render("{{ items[3] }}", scope({"items": items}))
+    assert "list object has no element 3" in str(err.value) and "Located" not in str(err.value)
 
 
 def test_user_variables_render_lazily_and_in_order():

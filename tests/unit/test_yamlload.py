@@ -65,3 +65,27 @@ def test_merge_keys_are_overridden_by_explicit_keys_in_any_order():
 
 def test_merge_sequence_precedence_follows_yaml():
     assert load_text("x: {<<: [{a: 1}, {a: 2, c: 3}]}\n", "f.yml")["x"] == {"a": 1, "c": 3}
+
+
+# Mistakes people make, the line the mistake is on, and what the message must say. PyYAML
+# notices an unclosed bracket or quote lines later; its own words ("while parsing a flow
+# sequence expected ',' or ']'") say nothing about what to do.
+MISTAKES = {
+    "unclosed list": ("a: 1\nmsg: [a, b\nc: 3\n", 2, "the list '[' opened on this line is never closed with ']'"),
+    "unclosed mapping": ("a: {b: 1\nc: 3\n", 1, "the mapping '{' opened on this line is never closed with '}'"),
+    "unclosed quote": ('a: "abc\nb: 1\nc: 2\n', 1, "the quote opened on this line is never closed"),
+    "missing colon": ("tasks\n  - debug: msg=x\n", 1, "a key without its ':'"),
+    "tab": ("a:\n\t- b\n", 2, "YAML indents with spaces only"),
+    "colon in a value": ("msg: a: b\n", 1, "A value that contains ': ' must be quoted"),
+    "misindented key": ("a:\n    b: 1\n   c: 2\n", 3, "indented differently from the lines before it"),
+    "unquoted template": ("msg: {{ foo }}\n", 1, "a value that starts with '{{' must be quoted"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MISTAKES))
+def test_a_yaml_mistake_is_named_at_its_line_in_plain_words(case):
+    text, line, words = MISTAKES[case]
+    with pytest.raises(ValidationError) as err:
+        load_text(text, "f.yml")
+    assert (err.value.line, words in err.value.message) == (line, True), err.value.message
+    assert not any(raw in err.value.message for raw in ("while parsing", "<block end>", "while scanning"))

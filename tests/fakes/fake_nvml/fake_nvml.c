@@ -15,6 +15,23 @@
  * "init_error" (an NVML return code, e.g. 18 NVML_ERROR_LIB_RM_VERSION_MISMATCH) makes
  * nvmlInit fail with it, as a host whose kernel driver and library disagree does.
  *
+ * Health readings, per GPU (all optional; the defaults are a healthy PCIe GPU):
+ *   "ecc_uncorrected_volatile": 0, "ecc_uncorrected_aggregate": 0,
+ *   "retired_pages_sbe": 0, "retired_pages_dbe": 0, "retired_pages_pending": false,
+ *   "remapped_rows": {"corrected": 0, "uncorrected": 0, "pending": false, "failure": false},
+ *   "clocks_event_reasons": 0 (NVML's bit mask: 0x8 HW slowdown, 0x20/0x40 SW/HW thermal,
+ *                              0x4 SW power cap, 0x80 power brake, 0x1 idle),
+ *   "pcie_gen": [current, max] (default [5, 5]), "pcie_width": [current, max] ([16, 16]),
+ *   "persistence_mode": true, "pci_bus": 24 (the GPU's PCI address is 00000000:BUS:00.0;
+ *                              default 0x18 + index: kernel-log XIDs name it),
+ *   "fabric": {"state": 3, "status": 0} (NVML_GPU_FABRIC_STATE_*; absent = not an NVSwitch
+ *             system: the fabric calls answer Not Supported, as on a PCIe card),
+ *   "xids": [79, 48] (critical XID events: delivered once to each event set registered for
+ *           nvmlEventTypeXidCriticalError on this GPU, then nvmlEventSetWait times out),
+ *   "unsupported": ["ecc", "retired_pages", "remapped_rows", "clocks", "pcie",
+ *                   "persistence", "events"] (those calls answer NVML_ERROR_NOT_SUPPORTED,
+ *                   as a GPU without ECC or an older generation does: not supported is not 0).
+ *
  * A process is reported only while its pid is alive (kill(pid, 0)) and not a zombie
  * (a real driver frees a context when the process exits, before it is reaped), unless
  * "report_zombie" is true (a driver that did not release). With "release_delay_s" > 0
@@ -40,8 +57,18 @@ typedef int nvmlReturn_t;
 enum {
     NVML_SUCCESS = 0, NVML_ERROR_UNINITIALIZED = 1, NVML_ERROR_INVALID_ARGUMENT = 2,
     NVML_ERROR_NOT_SUPPORTED = 3, NVML_ERROR_NOT_FOUND = 6, NVML_ERROR_INSUFFICIENT_SIZE = 7,
-    NVML_ERROR_DRIVER_NOT_LOADED = 9, NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18, NVML_ERROR_UNKNOWN = 999
+    NVML_ERROR_DRIVER_NOT_LOADED = 9, NVML_ERROR_TIMEOUT = 10, NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
+    NVML_ERROR_UNKNOWN = 999
 };
+
+/* Readings a GPU may not support ("unsupported" in the config). */
+enum {
+    UNSUP_ECC = 1 << 0, UNSUP_RETIRED = 1 << 1, UNSUP_REMAP = 1 << 2, UNSUP_CLOCKS = 1 << 3,
+    UNSUP_PCIE = 1 << 4, UNSUP_PERSIST = 1 << 5, UNSUP_EVENTS = 1 << 6
+};
+#define XID_CRITICAL_EVENT 0x8ULL
+#define MAX_XIDS 32
+#define MAX_EVENT_SETS 64
 
 #define MAX_GPUS 64
 #define MAX_PROCS 1024
@@ -53,6 +80,18 @@ typedef struct {
     char name[96];
     unsigned long long total_mib, idle_used_mib;
     int cc_major, cc_minor;
+    /* health readings */
+    unsigned long long ecc_volatile, ecc_aggregate, clocks_event_reasons;
+    unsigned int retired_sbe, retired_dbe, retired_pending;
+    unsigned int remap_corrected, remap_uncorrected, remap_pending, remap_failure;
+    unsigned int pcie_gen[2], pcie_width[2]; /* current, max */
+    unsigned int persistence_mode;
+    int has_fabric;
+    unsigned int fabric_state, fabric_status;
+    unsigned long long xids[MAX_XIDS];
+    unsigned int xid_count;
+    unsigned int unsupported;
+    unsigned int pci_bus; /* the GPU sits at 00000000:BUS:00.0 (default 0x18 + index) */
 } fake_gpu;
 typedef fake_gpu *nvmlDevice_t;
 
@@ -206,8 +245,77 @@ static void parse_array(cursor *c, item_fn on_item, void *ctx) {
 
 /* ---- config ---------------------------------------------------------------------- */
 
+typedef struct { unsigned int *values; unsigned int cap, n; } uint_list;
+
+static void uint_item(cursor *c, void *ctx) {
+    uint_list *list = ctx;
+    unsigned int value = (unsigned int)parse_number(c);
+    if (list->n < list->cap) list->values[list->n] = value;
+    list->n++;
+}
+
+/* [current, max] */
+static void parse_pair(cursor *c, unsigned int pair[2]) {
+    uint_list list = {pair, 2, 0};
+    parse_array(c, uint_item, &list);
+}
+
+static void xid_item(cursor *c, void *ctx) {
+    fake_gpu *g = ctx;
+    unsigned long long xid = (unsigned long long)parse_number(c);
+    if (g->xid_count < MAX_XIDS) g->xids[g->xid_count++] = xid;
+}
+
+static void unsupported_item(cursor *c, void *ctx) {
+    static const char *names[] = {"ecc", "retired_pages", "remapped_rows", "clocks", "pcie", "persistence", "events"};
+    fake_gpu *g = ctx;
+    char name[32];
+    unsigned int i;
+    parse_string(c, name, sizeof name);
+    for (i = 0; i < sizeof names / sizeof *names; i++) {
+        if (!strcmp(name, names[i])) g->unsupported |= 1u << i;
+    }
+}
+
+static void remap_member(const char *key, cursor *c, void *ctx) {
+    fake_gpu *g = ctx;
+    if (!strcmp(key, "corrected")) g->remap_corrected = (unsigned int)parse_number(c);
+    else if (!strcmp(key, "uncorrected")) g->remap_uncorrected = (unsigned int)parse_number(c);
+    else if (!strcmp(key, "pending")) g->remap_pending = (unsigned int)parse_bool(c);
+    else if (!strcmp(key, "failure")) g->remap_failure = (unsigned int)parse_bool(c);
+    else skip_value(c);
+}
+
+static void fabric_member(const char *key, cursor *c, void *ctx) {
+    fake_gpu *g = ctx;
+    if (!strcmp(key, "state")) g->fabric_state = (unsigned int)parse_number(c);
+    else if (!strcmp(key, "status")) g->fabric_status = (unsigned int)parse_number(c);
+    else skip_value(c);
+}
+
+/* The health members of a GPU; returns 0 when key is not one of them. */
+static int health_member(const char *key, cursor *c, fake_gpu *g) {
+    if (!strcmp(key, "ecc_uncorrected_volatile")) g->ecc_volatile = (unsigned long long)parse_number(c);
+    else if (!strcmp(key, "ecc_uncorrected_aggregate")) g->ecc_aggregate = (unsigned long long)parse_number(c);
+    else if (!strcmp(key, "retired_pages_sbe")) g->retired_sbe = (unsigned int)parse_number(c);
+    else if (!strcmp(key, "retired_pages_dbe")) g->retired_dbe = (unsigned int)parse_number(c);
+    else if (!strcmp(key, "retired_pages_pending")) g->retired_pending = (unsigned int)parse_bool(c);
+    else if (!strcmp(key, "remapped_rows")) parse_object(c, remap_member, g);
+    else if (!strcmp(key, "clocks_event_reasons")) g->clocks_event_reasons = (unsigned long long)parse_number(c);
+    else if (!strcmp(key, "pcie_gen")) parse_pair(c, g->pcie_gen);
+    else if (!strcmp(key, "pcie_width")) parse_pair(c, g->pcie_width);
+    else if (!strcmp(key, "persistence_mode")) g->persistence_mode = (unsigned int)parse_bool(c);
+    else if (!strcmp(key, "fabric")) { g->has_fabric = 1; parse_object(c, fabric_member, g); }
+    else if (!strcmp(key, "xids")) parse_array(c, xid_item, g);
+    else if (!strcmp(key, "unsupported")) parse_array(c, unsupported_item, g);
+    else if (!strcmp(key, "pci_bus")) g->pci_bus = (unsigned int)parse_number(c);
+    else return 0;
+    return 1;
+}
+
 static void gpu_member(const char *key, cursor *c, void *ctx) {
     fake_gpu *g = ctx;
+    if (health_member(key, c, g)) return;
     if (!strcmp(key, "uuid")) parse_string(c, g->uuid, sizeof g->uuid);
     else if (!strcmp(key, "name")) parse_string(c, g->name, sizeof g->name);
     else if (!strcmp(key, "memory_total_mib")) g->total_mib = (unsigned long long)parse_number(c);
@@ -226,6 +334,10 @@ static void gpu_item(cursor *c, void *ctx) {
     snprintf(g->uuid, sizeof g->uuid, "GPU-fake-%u", staged_gpu_count);
     snprintf(g->name, sizeof g->name, "Fake GPU");
     g->total_mib = 1024;
+    g->pcie_gen[0] = g->pcie_gen[1] = 5;
+    g->pcie_width[0] = g->pcie_width[1] = 16;
+    g->persistence_mode = 1;
+    g->pci_bus = 0x18 + staged_gpu_count;
     parse_object(c, gpu_member, g);
     staged_gpu_count++;
 }
@@ -407,6 +519,7 @@ const char *nvmlErrorString(nvmlReturn_t result) {
     case NVML_ERROR_NOT_FOUND: return "Not Found";
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
     case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "RM has detected an NVML/RM version mismatch.";
     default: return "Unknown Error";
     }
@@ -570,3 +683,242 @@ nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(
     *infoCount = 0;
     return NVML_SUCCESS;
 }
+
+/* ---- health readings ------------------------------------------------------------- */
+
+/* The live reading of one GPU: the config is read again first (a test may change a
+ * counter while a run is going on), as for memory and processes. */
+#define READING(device, flag) do { \
+    REQUIRE_INIT(); \
+    REQUIRE_DEVICE(device); \
+    load_config(); \
+    if ((device)->unsupported & (flag)) return NVML_ERROR_NOT_SUPPORTED; \
+} while (0)
+
+enum { MEMORY_ERROR_UNCORRECTED = 1, VOLATILE_ECC = 0, AGGREGATE_ECC = 1 };
+
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(
+    nvmlDevice_t device, int errorType, int counterType, unsigned long long *count) {
+    READING(device, UNSUP_ECC);
+    if (!count || (counterType != VOLATILE_ECC && counterType != AGGREGATE_ECC)) return NVML_ERROR_INVALID_ARGUMENT;
+    if (errorType != MEMORY_ERROR_UNCORRECTED) { *count = 0; return NVML_SUCCESS; }
+    *count = counterType == VOLATILE_ECC ? device->ecc_volatile : device->ecc_aggregate;
+    return NVML_SUCCESS;
+}
+
+/* cause 0: multiple single-bit ECC errors, 1: a double-bit ECC error. Addresses are
+ * made up (one page each); what a caller reads is how many. */
+nvmlReturn_t nvmlDeviceGetRetiredPages(
+    nvmlDevice_t device, int cause, unsigned int *pageCount, unsigned long long *addresses) {
+    unsigned int n, i;
+    READING(device, UNSUP_RETIRED);
+    if (!pageCount || (cause != 0 && cause != 1)) return NVML_ERROR_INVALID_ARGUMENT;
+    n = cause == 0 ? device->retired_sbe : device->retired_dbe;
+    if (!addresses || *pageCount < n) { *pageCount = n; return n ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS; }
+    for (i = 0; i < n; i++) addresses[i] = 0x1000ULL * (i + 1) + (unsigned long long)cause;
+    *pageCount = n;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device, unsigned int *isPending) {
+    READING(device, UNSUP_RETIRED);
+    if (!isPending) return NVML_ERROR_INVALID_ARGUMENT;
+    *isPending = device->retired_pending;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRows, unsigned int *uncRows,
+                                       unsigned int *isPending, unsigned int *failureOccurred) {
+    READING(device, UNSUP_REMAP);
+    if (!corrRows || !uncRows || !isPending || !failureOccurred) return NVML_ERROR_INVALID_ARGUMENT;
+    *corrRows = device->remap_corrected;
+    *uncRows = device->remap_uncorrected;
+    *isPending = device->remap_pending;
+    *failureOccurred = device->remap_failure;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long long *reasons) {
+    READING(device, UNSUP_CLOCKS);
+    if (!reasons) return NVML_ERROR_INVALID_ARGUMENT;
+    *reasons = device->clocks_event_reasons;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device, unsigned long long *reasons) {
+    return nvmlDeviceGetCurrentClocksEventReasons(device, reasons);
+}
+
+static nvmlReturn_t pcie_reading(nvmlDevice_t device, const unsigned int *pair, int which, unsigned int *out) {
+    READING(device, UNSUP_PCIE);
+    if (!out) return NVML_ERROR_INVALID_ARGUMENT;
+    *out = pair[which];
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int *gen) {
+    return device ? pcie_reading(device, device->pcie_gen, 0, gen) : NVML_ERROR_INVALID_ARGUMENT;
+}
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device, unsigned int *gen) {
+    return device ? pcie_reading(device, device->pcie_gen, 1, gen) : NVML_ERROR_INVALID_ARGUMENT;
+}
+nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int *width) {
+    return device ? pcie_reading(device, device->pcie_width, 0, width) : NVML_ERROR_INVALID_ARGUMENT;
+}
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device, unsigned int *width) {
+    return device ? pcie_reading(device, device->pcie_width, 1, width) : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, unsigned int *mode) {
+    READING(device, UNSUP_PERSIST);
+    if (!mode) return NVML_ERROR_INVALID_ARGUMENT;
+    *mode = device->persistence_mode;
+    return NVML_SUCCESS;
+}
+
+/* nvmlGpuFabricInfo_t (v1) and nvmlGpuFabricInfo_v2_t (the versioned call's). */
+typedef struct {
+    unsigned char clusterUuid[16];
+    nvmlReturn_t status;
+    unsigned int cliqueId, state;
+} nvmlGpuFabricInfo_t;
+typedef struct {
+    unsigned int version;
+    unsigned char clusterUuid[16];
+    nvmlReturn_t status;
+    unsigned int cliqueId, state, healthMask;
+} nvmlGpuFabricInfo_v2_t;
+
+nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *info) {
+    READING(device, 0);
+    if (!info) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!device->has_fabric) return NVML_ERROR_NOT_SUPPORTED;
+    memset(info, 0, sizeof *info);
+    info->status = (nvmlReturn_t)device->fabric_status;
+    info->state = device->fabric_state;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfo_v2_t *info) {
+    nvmlGpuFabricInfo_t v1;
+    nvmlReturn_t ret;
+    if (!info) return NVML_ERROR_INVALID_ARGUMENT;
+    ret = nvmlDeviceGetGpuFabricInfo(device, &v1);
+    if (ret != NVML_SUCCESS) return ret;
+    info->status = v1.status;
+    info->cliqueId = 0;
+    info->state = v1.state;
+    info->healthMask = 0;
+    memset(info->clusterUuid, 0, sizeof info->clusterUuid);
+    return NVML_SUCCESS;
+}
+
+/* ---- XID events ------------------------------------------------------------------ */
+
+/* An event set remembers which GPUs registered for critical XIDs and how many of each
+ * GPU's configured XIDs it has delivered: events arrive only while a set is registered,
+ * as with the real driver, and each once. */
+typedef struct {
+    int in_use;
+    unsigned long long mask[MAX_GPUS];
+    unsigned int delivered[MAX_GPUS];
+} fake_event_set;
+typedef fake_event_set *nvmlEventSet_t;
+
+typedef struct {
+    nvmlDevice_t device;
+    unsigned long long eventType, eventData;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlEventData_t;
+
+static fake_event_set event_sets[MAX_EVENT_SETS];
+static pthread_mutex_t events_lock = PTHREAD_MUTEX_INITIALIZER;
+
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
+    unsigned int i;
+    REQUIRE_INIT();
+    if (!set) return NVML_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&events_lock);
+    for (i = 0; i < MAX_EVENT_SETS && event_sets[i].in_use; i++) {}
+    if (i < MAX_EVENT_SETS) {
+        memset(&event_sets[i], 0, sizeof event_sets[i]);
+        event_sets[i].in_use = 1;
+        *set = &event_sets[i];
+    }
+    pthread_mutex_unlock(&events_lock);
+    return i < MAX_EVENT_SETS ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+    if (!set || set < event_sets || set >= event_sets + MAX_EVENT_SETS) return NVML_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&events_lock);
+    set->in_use = 0;
+    pthread_mutex_unlock(&events_lock);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *types) {
+    READING(device, UNSUP_EVENTS);
+    if (!types) return NVML_ERROR_INVALID_ARGUMENT;
+    *types = XID_CRITICAL_EVENT;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long types, nvmlEventSet_t set) {
+    READING(device, UNSUP_EVENTS);
+    if (!set || set < event_sets || set >= event_sets + MAX_EVENT_SETS) return NVML_ERROR_INVALID_ARGUMENT;
+    if (types & ~XID_CRITICAL_EVENT) return NVML_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&events_lock);
+    set->mask[device->index] |= types;
+    pthread_mutex_unlock(&events_lock);
+    return NVML_SUCCESS;
+}
+
+/* The next undelivered XID of a registered GPU, else a timeout after timeoutms (slept, as
+ * the real call blocks). */
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
+    unsigned int i;
+    struct timespec pause;
+    REQUIRE_INIT();
+    if (!set || !data || set < event_sets || set >= event_sets + MAX_EVENT_SETS) return NVML_ERROR_INVALID_ARGUMENT;
+    load_config();
+    pthread_mutex_lock(&events_lock);
+    for (i = 0; i < gpu_count; i++) {
+        if (!(set->mask[i] & XID_CRITICAL_EVENT) || set->delivered[i] >= gpus[i].xid_count) continue;
+        memset(data, 0, sizeof *data);
+        data->device = &gpus[i];
+        data->eventType = XID_CRITICAL_EVENT;
+        data->eventData = gpus[i].xids[set->delivered[i]++];
+        data->gpuInstanceId = data->computeInstanceId = 0xFFFFFFFFu;
+        pthread_mutex_unlock(&events_lock);
+        return NVML_SUCCESS;
+    }
+    pthread_mutex_unlock(&events_lock);
+    pause.tv_sec = timeoutms / 1000;
+    pause.tv_nsec = (long)(timeoutms % 1000) * 1000000L;
+    nanosleep(&pause, NULL);
+    return NVML_ERROR_TIMEOUT;
+}
+nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
+    return nvmlEventSetWait_v2(set, data, timeoutms);
+}
+
+/* ---- PCI ------------------------------------------------------------------------- */
+
+typedef struct {
+    char busIdLegacy[16];
+    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[32];
+} nvmlPciInfo_t;
+
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
+    REQUIRE_INIT();
+    REQUIRE_DEVICE(device);
+    if (!pci) return NVML_ERROR_INVALID_ARGUMENT;
+    memset(pci, 0, sizeof *pci);
+    pci->bus = device->pci_bus & 0xFF;
+    pci->pciDeviceId = 0x2BB510DE;
+    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "0000:%02X:00.0", pci->bus);
+    snprintf(pci->busId, sizeof pci->busId, "00000000:%02X:00.0", pci->bus);
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t *pci) { return nvmlDeviceGetPciInfo_v3(device, pci); }
+nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci) { return nvmlDeviceGetPciInfo_v3(device, pci); }

@@ -19,6 +19,11 @@ from pathlib import Path
 from typing import Any
 
 SOURCE = Path(__file__).with_name("fake_nvml.c")
+# Builds are named after this checkout (its resolved path, hashed) as well as the source:
+# scripts/clean.sh removes this checkout's builds and leaves other checkouts' alone, which
+# may be loaded by a test run there right now. clean.sh computes the same tag.
+CHECKOUT_TAG = hashlib.sha256(str(Path(__file__).resolve().parents[3]).encode()).hexdigest()[:8]
+BUILD_PREFIX = f"rigger-fake-nvml-{CHECKOUT_TAG}-"
 LIB_NAME = "libnvidia-ml.so.1"
 BLACKWELL = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 BLACKWELL_TOTAL_MIB = 97887
@@ -61,10 +66,10 @@ def build(out_dir: Path) -> Path:
 def build_cached() -> Path:
     """Build once per source version into the temp directory; later calls reuse it."""
     digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
-    final = Path(tempfile.gettempdir()) / f"rigger-fake-nvml-{digest}"
+    final = Path(tempfile.gettempdir()) / f"{BUILD_PREFIX}{digest}"
     if (final / LIB_NAME).is_file():
         return final / LIB_NAME
-    staging = Path(tempfile.mkdtemp(prefix="rigger-fake-nvml-build-"))
+    staging = Path(tempfile.mkdtemp(prefix=f"{BUILD_PREFIX}build-"))
     build(staging)
     staging.chmod(0o755)
     try:
@@ -81,7 +86,11 @@ def gpu(
     total_mib: int = BLACKWELL_TOTAL_MIB,
     idle_used_mib: int = 3,
     cc: tuple[int, int] = (12, 0),
+    **readings: Any,
 ) -> dict[str, Any]:
+    """One imaginary GPU; ``readings`` are health readings as fake_nvml.c's header names
+    them (``ecc_uncorrected_volatile=2``, ``pcie_width=[4, 16]``, ``xids=[79]``,
+    ``fabric={"state": 3, "status": 0}``, ``unsupported=["ecc"]``); unset ones read healthy."""
     return {
         "uuid": f"GPU-{index:08x}-fake-4e1c-9a41-{index:012x}",
         "name": name,
@@ -89,6 +98,7 @@ def gpu(
         "idle_used_mib": idle_used_mib,
         "cc_major": cc[0],
         "cc_minor": cc[1],
+        **readings,
     }
 
 

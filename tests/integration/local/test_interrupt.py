@@ -10,19 +10,10 @@ import time
 from pathlib import Path
 
 import psutil
+from child_processes import wait_for_child
 from isolated_home import own_run_lock
 
 REPO = Path(__file__).resolve().parents[3]
-
-
-def _wait_for_child(parent: psutil.Process, name: str, timeout_s: float = 15) -> psutil.Process:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for child in parent.children(recursive=True):
-            if child.name() == name:
-                return child
-        time.sleep(0.05)
-    raise AssertionError(f"{name} never started under rigger")
 
 
 def test_ctrl_c_ends_running_commands_reports_and_exits_99(tmp_path):
@@ -40,7 +31,7 @@ def test_ctrl_c_ends_running_commands_reports_and_exits_99(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    sleeper = _wait_for_child(psutil.Process(proc.pid), "sleep")
+    sleeper = wait_for_child(psutil.Process(proc.pid), "sleep")
     time.sleep(0.3)
     sleepers = [c for c in psutil.Process(proc.pid).children(recursive=True) if c.name() == "sleep"]
     assert len(sleepers) == 3  # forks: all three hosts run the task at once

@@ -171,8 +171,8 @@ def test_the_html_report_renders_in_a_real_browser(rigger: Any, tmp_path: Path) 
         page.goto(report.as_uri())
         groups = page.locator("#changes .group")
         texts = [groups.nth(n).inner_text() for n in range(groups.count())]
-        hosts = page.locator("#hosts section.host")
-        host_ids = [hosts.nth(n).get_attribute("id") for n in range(hosts.count())]
+        rows = page.locator("#matrix tr td.hosts")
+        matrix = [rows.nth(n).inner_text() for n in range(rows.count())]
         summary = page.locator(".summary").inner_text()
         page.screenshot(path=str(tmp_path / "plan.png"), full_page=True)
         browser.close()
@@ -183,4 +183,77 @@ def test_the_html_report_renders_in_a_real_browser(rigger: Any, tmp_path: Path) 
     grouped = [t for t in texts if t.startswith("2 hosts (gpu1, gpu2)")]
     assert any("quantization_config.kv_cache_scheme" in t for t in grouped), texts
     assert any("+ port=2" in t for t in grouped), texts
-    assert host_ids == ["host-gpu1", "host-gpu2"], "hosts with nothing to do are counted, not listed"
+    assert matrix == ["2 hosts (gpu1, gpu2)", "1 host (gpu3)"], "alike hosts share a matrix row"
+
+
+def fleet_kimi_plan(tmp_path: Path, count: int) -> Path:
+    """The Kimi playbook planned for ``count`` alike hosts (local connection, fake GPUs, a
+    private /dev/shm), each with its own checkpoint copy and port: what differs per host is
+    a path and a port."""
+    fake = fakenvml.create(tmp_path / "nvml")
+    fake.eight_gpus([])
+    hosts = {}
+    for n in range(1, count + 1):
+        model = tmp_path / f"gpu{n:02}" / "Kimi-K2.5-NVFP4"
+        shutil.copytree(FIXTURE, model)
+        hosts[f"gpu{n:02}"] = {
+            "ansible_connection": "local",
+            "kimi_model_dir": str(model),
+            "kimi_serve_port": 18000 + n,
+            "kimi_vllm_launcher": "vllm",
+            "kimi_vllm_python": "python3",
+        }
+    inventory = tmp_path / "fleet.json"
+    inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
+    out = tmp_path / "fleet-plan.json"
+    extra = json.dumps({"download_model": False, "install_vllm": False})
+    plan = [sys.executable, "-m", "engine.cli", "plan", "playbooks/kimi_k25_nvfp4.yml", "-i", str(inventory),
+            "-e", extra, "-o", str(out)]  # fmt: skip
+    # a private /dev/shm with the same leaked segments for every plan: the same groups
+    script = (
+        "mount -t tmpfs -o size=2g,mode=1777 rigger-plan-shm /dev/shm && "
+        f"{MAKE_SEGMENTS} && exec {' '.join(repr(a) for a in plan)}"
+    )
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+        cwd=REPO, env={**fake.env(), "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    return out
+
+
+def page_height(html_file: Path, screenshot: Path) -> tuple[int, str]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.goto(html_file.as_uri())
+        height = int(page.evaluate("document.documentElement.scrollHeight"))
+        above_fold = str(page.evaluate("document.elementFromPoint(600, 880).closest('section,table,h2,p').innerText"))
+        page.screenshot(path=str(screenshot), full_page=True)
+        browser.close()
+    return height, above_fold
+
+
+def test_the_fleet_review_is_as_tall_for_8_hosts_as_for_3_plus_their_rows(rigger: Any, tmp_path: Path) -> None:
+    """The html review of the Kimi plan for 3 and for 8 alike hosts, measured in Debian's
+    chromium: the matrix puts alike hosts in one row and each change is shown once, so 8
+    hosts add only their rows of the per-host tables (a path and a port each)."""
+    assert CHROMIUM.exists(), "Debian's chromium is missing: run scripts/ci/setup_browser.sh"
+    heights, tables = {}, {}
+    for count in (3, 8):
+        where = tmp_path / f"fleet{count}"
+        where.mkdir()
+        plan = fleet_kimi_plan(where, count)
+        text = review(rigger, plan, "html")
+        (where / "plan.html").write_text(text)
+        tables[count] = text.count('<table class="per-host">')
+        heights[count], _ = page_height(where / "plan.html", Path("/tmp") / f"rigger-kimi-review-{count}.png")
+        markdown_review = review(rigger, plan, "markdown")
+        assert "| host | port | path |" in markdown_review, "the port and path that differ, per host"
+    print(f"html review height: 3 hosts {heights[3]} px, 8 hosts {heights[8]} px")
+    row_px = 30
+    assert tables[8] == tables[3], "8 alike hosts: as many change groups as 3"
+    assert heights[8] <= heights[3] + tables[8] * 5 * row_px, heights

@@ -321,7 +321,7 @@ def test_an_old_plan_is_refused(rigger: Any, tmp_path: Path, drift_host: Path) -
     (tmp_path / "plan.json").write_text(json.dumps(saved))
 
     done = apply(rigger, tmp_path / "plan.json")
-    assert done.rc == 1 and "older than --max-age 24 h" in done.stderr, done.stderr
+    assert done.rc == 1 and "the plan is 1d 1h old, older than --max-age 1d: plan again" in done.stderr, done.stderr
     assert apply(rigger, tmp_path / "plan.json", "--max-age", "2d").rc == 0
 
 
@@ -472,4 +472,210 @@ def test_detailed_exitcode_converged_drifted_and_failed(rigger: Any, tmp_path: P
     shutil.rmtree(root / "model")
     failed = plan(rigger, book, tmp_path / "p4.json", "--detailed-exitcode")
     assert failed.rc == 2, "a failed task wins over pending changes"
-    assert "FAILED while planning" in show(rigger, tmp_path / "p4.json")
+    for fmt in ("text", "markdown", "html"):
+        shown = rigger("show", str(tmp_path / "p4.json"), "--format", fmt)
+        assert shown.rc == 2, (fmt, "an incomplete plan is no success")
+        body = shown.stdout.split("<body>")[-1]  # html: the first thing in the body
+        assert 0 <= body.find("INCOMPLETE: 1 host failed while planning") < 30, (fmt, body[:300])
+    assert "FAILED while planning" in rigger("show", str(tmp_path / "p4.json")).stdout
+
+
+# ---- paths as typed: a relative playbook, applied from elsewhere --------------------------
+
+
+def test_a_plan_of_a_relative_playbook_applies_from_another_directory(rigger: Any, tmp_path: Path) -> None:
+    """The README's `rigger plan playbooks/x.yml -o plan.json` then `rigger apply plan.json`,
+    the apply run from another directory. Real: the CLI, write_file's plan and apply, files."""
+    project = tmp_path / "project"
+    (project / "playbooks").mkdir(parents=True)
+    (tmp_path / "app.conf").write_text("port=1\n")
+    write(
+        project / "playbooks" / "site.yml",
+        f"""\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - name: app config
+              write_file:
+                path: {tmp_path}/app.conf
+                content: "port=2\\n"
+                backup: false
+        """,
+    )
+    planned = rigger("plan", "playbooks/site.yml", "-o", "plan.json", cwd=project)
+    assert planned.rc == 0, planned.stdout + planned.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    done = rigger("apply", str(project / "plan.json"), cwd=elsewhere)
+    assert done.rc == 0, done.stdout + done.stderr
+    assert "applied 1 reviewed changes" in done.stdout, done.stdout
+    assert (tmp_path / "app.conf").read_text() == "port=2\n"
+
+
+# ---- predicted state: a later task plans against what the earlier ones would leave ---------
+
+
+def write_then_copy(tmp_path: Path) -> Path:
+    (tmp_path / "app.conf").write_text("port=1\n")
+    return write(
+        tmp_path / "site.yml",
+        f"""\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - name: app config
+              write_file:
+                path: {tmp_path}/app.conf
+                content: "port=2\\n"
+                backup: false
+            - name: a copy of it
+              copy:
+                src: {tmp_path}/app.conf
+                remote_src: true
+                dest: {tmp_path}/copy.conf
+        """,
+    )
+
+
+def test_a_copy_of_a_file_an_earlier_task_writes_shows_and_applies_the_new_content(
+    rigger: Any, digest: Any, tmp_path: Path
+) -> None:
+    """Real: the CLI, write_file's and copy's plan and apply, files. The copy's plan reads
+    app.conf through the planning connection, which answers what write_file would leave."""
+    book = write_then_copy(tmp_path)
+    before = digest(tmp_path)
+    checked = rigger("run", str(book), "--check", "--diff")
+    assert checked.rc == 0, checked.stdout + checked.stderr
+    copy_diff = checked.stdout.split("TASK [a copy of it]")[1]
+    assert "+port=2" in copy_diff and "port=1" not in copy_diff, checked.stdout
+    assert plan(rigger, book, tmp_path / "plan.json").rc == 0
+    assert {p for p, d in digest(tmp_path).items() if before.get(p) != d} == {"plan.json"}
+    steps = json.loads((tmp_path / "plan.json").read_text())["hosts"][0]["steps"]
+    copy_step = next(s for s in steps if s["task"] == "a copy of it")
+    assert copy_step["diffs"][0]["after"] == "port=2\n", copy_step
+
+    done = apply(rigger, tmp_path / "plan.json")
+    assert done.rc == 0, done.stdout + done.stderr
+    assert "applied 2 reviewed changes" in done.stdout, done.stdout
+    assert (tmp_path / "copy.conf").read_text() == "port=2\n"
+
+
+def command_then_copy(tmp_path: Path, script: str) -> Path:
+    return write(
+        tmp_path / "site.yml",
+        f"""\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - name: make the data
+              command:
+                argv: [sh, -c, "{script}"]
+                creates: {tmp_path}/out/data.txt
+            - name: publish it
+              copy:
+                src: {tmp_path}/out/data.txt
+                remote_src: true
+                dest: {tmp_path}/published.txt
+        """,
+    )
+
+
+def test_a_step_that_reads_what_a_command_creates_is_known_after_apply_and_applies(rigger: Any, tmp_path: Path) -> None:
+    """Real: the CLI, command and copy (plan and apply), files. The copy's source is what
+    the command creates: unknowable while planning, so the plan says "known after apply"
+    naming the command, and apply takes the fresh plan because it only adds a file."""
+    book = command_then_copy(tmp_path, f"mkdir -p {tmp_path}/out && echo fresh > {tmp_path}/out/data.txt")
+    assert plan(rigger, book, tmp_path / "plan.json").rc == 0
+    steps = {s["task"]: s for s in json.loads((tmp_path / "plan.json").read_text())["hosts"][0]["steps"]}
+    assert steps["publish it"]["planned"] == "after-apply", steps["publish it"]
+    assert steps["publish it"]["depends_on"] == "make the data"
+    assert "known after apply" in show(rigger, tmp_path / "plan.json")
+
+    done = apply(rigger, tmp_path / "plan.json")
+    assert done.rc == 0, done.stdout + done.stderr
+    assert (tmp_path / "published.txt").read_text() == "fresh\n"
+
+
+def test_a_known_after_apply_step_that_would_overwrite_what_existed_is_refused(rigger: Any, tmp_path: Path) -> None:
+    """Real: as above. published.txt exists at the review and the plan could not say what
+    would replace it: apply refuses to overwrite what nobody reviewed."""
+    (tmp_path / "published.txt").write_text("reviewed by nobody\n")
+    book = command_then_copy(tmp_path, f"mkdir -p {tmp_path}/out && echo fresh > {tmp_path}/out/data.txt")
+    assert plan(rigger, book, tmp_path / "plan.json").rc == 0
+
+    done = apply(rigger, tmp_path / "plan.json")
+    assert done.rc == 2, done.stdout + done.stderr
+    assert f"would change {tmp_path}/published.txt, which existed at the review" in done.stdout, done.stdout
+    assert (tmp_path / "published.txt").read_text() == "reviewed by nobody\n"
+
+
+# ---- incomplete plans ---------------------------------------------------------------------
+
+
+def one_host_fails(tmp_path: Path) -> tuple[Path, Path]:
+    """Host b fails the first task (its target is a directory), ignored, so its second
+    task is planned after the failure."""
+    inventory, _ = two_hosts(tmp_path)
+    (tmp_path / "a" / "target").write_text("old\n")
+    (tmp_path / "b" / "target").mkdir()
+    book = write(
+        tmp_path / "site.yml",
+        f"""\
+        - hosts: all
+          gather_facts: false
+          tasks:
+            - name: target
+              write_file:
+                path: "{tmp_path}/{{{{ inventory_hostname }}}}/target"
+                content: "new\\n"
+                backup: false
+              ignore_errors: true
+            - name: app config
+              write_file:
+                path: "{tmp_path}/{{{{ inventory_hostname }}}}/app.conf"
+                content: "port=2\\n"
+                backup: false
+        """,
+    )
+    return inventory, book
+
+
+def test_an_incomplete_plan_is_refused_and_applies_only_to_the_hosts_named(rigger: Any, tmp_path: Path) -> None:
+    """Real: the CLI, write_file's plan and apply, files and a directory in the way."""
+    inventory, book = one_host_fails(tmp_path)
+    planned = plan(rigger, book, tmp_path / "plan.json", "-i", str(inventory), "--detailed-exitcode")
+    assert planned.rc == 2, "a host failed while planning, even if the run ignored it"
+    assert "INCOMPLETE: 1 host failed while planning (b)" in planned.stdout + planned.stderr
+
+    whole = apply(rigger, tmp_path / "plan.json")
+    assert whole.rc == 1 and "INCOMPLETE: 1 host(s) failed while planning (b)" in whole.stderr, whole.stderr
+    assert (tmp_path / "a" / "app.conf").read_text() == "port=1\n", "nothing applied"
+
+    failed_host = apply(rigger, tmp_path / "plan.json", "--limit", "b")
+    assert failed_host.rc == 2, failed_host.stdout
+    assert "not in the reviewed plan" in failed_host.stdout, "b's step after its failure is never applied"
+    assert (tmp_path / "b" / "app.conf").read_text() == "port=1\n"
+
+    good_host = apply(rigger, tmp_path / "plan.json", "--limit", "all:!b")
+    assert good_host.rc == 0, good_host.stdout + good_host.stderr
+    assert (tmp_path / "a" / "app.conf").read_text() == "port=2\n"
+    assert (tmp_path / "a" / "target").read_text() == "new\n"
+
+
+@pytest.mark.parametrize("command", ["run", "plan", "apply"])
+def test_a_limit_that_matches_nothing_is_the_same_error_everywhere(rigger: Any, tmp_path: Path, command: str) -> None:
+    """ansible-playbook (ansible-core 2.19, .venv-ansible) exits 1 for a --limit that leaves
+    no host: "Specified inventory, host pattern and/or --limit leaves us with no hosts to
+    target". run, plan and apply say it in the same words, with the same exit code."""
+    inventory, book = two_hosts(tmp_path)
+    assert plan(rigger, book, tmp_path / "plan.json", "-i", str(inventory)).rc == 0
+    args = {
+        "run": ("run", str(book), "-i", str(inventory)),
+        "plan": ("plan", str(book), "-i", str(inventory), "-o", str(tmp_path / "other.json")),
+        "apply": ("apply", str(tmp_path / "plan.json"), "--lock-wait", "5"),
+    }[command]
+    done = rigger(*args, "--limit", "nosuchhost")
+    assert done.rc == 1, done.stdout + done.stderr
+    assert "--limit 'nosuchhost': the inventory, host pattern and --limit leave no hosts to target" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -5,9 +5,14 @@ Holder), the second the CLI in the test process (another controller all the same
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from test_run_lock_wait import Holder
+
+from engine import runlock
 
 
 def _quick(tmp_path: Path) -> Path:
@@ -45,3 +50,43 @@ def test_a_killed_run_leaves_no_lock_behind(tmp_path, rigger):
     first.release.touch()  # its orphaned command (our own loop) ends by itself
     run = rigger("run", str(_quick(tmp_path)), "--output", "jsonl")
     assert run.rc == 0, run.stdout + run.stderr
+
+
+# A holder whose controller is already dead, as a killed run's holder is between its
+# controller's death and its own exit (it exits once it reads EOF): it takes the real flock,
+# writes the record a holder writes, and lets go only some time later, widening that window
+# far beyond what any run needs to reach the lock. (How long it lingers decides nothing on
+# correct code, which waits for its exit; on the old code a run reaching the lock inside
+# the window failed, one fast-tier run in three.)
+DYING_HOLDER = """
+import fcntl, json, os, socket, sys, time
+path, dead_pid = sys.argv[1], int(sys.argv[2])
+os.makedirs(os.path.dirname(path), exist_ok=True)
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+record = {"owner": "a killed run", "controller_host": socket.gethostname(), "controller_pid": dead_pid,
+          "holder_pid": os.getpid(), "run_id": "killed", "user": "root", "host": socket.gethostname()}
+os.write(fd, json.dumps(record).encode() + b"\\n")
+print("held", flush=True)
+time.sleep(3)
+"""
+
+
+def test_a_run_started_while_a_killed_runs_holder_is_exiting_gets_the_lock(tmp_path, rigger):
+    """Issue 24: the cause of the intermittent failure above. Real: flock(2), the CLI, the
+    holder program; the dying holder is a stand-in that holds the real lock file with a
+    record naming a controller pid of this machine that is gone (a process that exited)."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    path = runlock.lock_path().replace("{uid}", str(os.getuid()))
+    dying = subprocess.Popen(
+        [sys.executable, "-c", DYING_HOLDER, path, str(gone.pid)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert dying.stdout is not None and dying.stdout.readline().strip() == "held"
+        run = rigger("run", str(_quick(tmp_path)), "--output", "jsonl")
+        assert run.rc == 0, run.stdout + run.stderr
+        assert (tmp_path / "quick").exists()
+    finally:
+        dying.kill()
+        dying.wait()

@@ -147,3 +147,16 @@ def test_test_runs_lock_under_their_own_state_dir_not_the_users(tmp_path: Path, 
         assert same_place.rc == 3 and f"pid {user.pid}" in same_place.stdout
     finally:
         user.finish()
+
+
+def test_apply_waits_for_the_lock_as_run_does(holder: Holder, quick: Path, tmp_path: Path, rigger) -> None:  # type: ignore[no-untyped-def]
+    """`rigger apply --lock-wait`: the same wait as `rigger run --lock-wait`, here one that
+    runs out while the holder keeps the lock: the host is unreachable, naming the holder,
+    and nothing of the plan is applied."""
+    planned = rigger("plan", str(quick), "-o", str(tmp_path / "plan.json"))
+    assert planned.rc == 0, planned.stdout + planned.stderr
+    done = rigger("apply", str(tmp_path / "plan.json"), "--lock-wait", "1", "--output", "jsonl")
+    assert done.rc == 3, done.stdout + done.stderr
+    message = done.results()[0]["msg"]
+    assert f"pid {holder.pid}" in message and "waited" in message and "1s" in message, message
+    assert not (tmp_path / "ran").exists()

@@ -20,16 +20,8 @@ FLEET_ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
 
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    work = tmp_path_factory.mktemp("sshlab")
-    work.chmod(0o755)
-    client_key = sshlab.prepare_users(work)
-    server = sshlab.start_sshd(work, "fleet", FLEET_ADDRESSES)
-    known_hosts = work / "known_hosts"
-    known_hosts.write_text(server.known_hosts_lines())
-    try:
-        yield Lab(work, client_key, server, known_hosts)
-    finally:
-        server.stop()
+    with sshlab.running_lab(tmp_path_factory.mktemp("sshlab"), "fleet", FLEET_ADDRESSES) as lab:
+        yield lab
 
 
 @pytest.fixture(params=["remote", "exec-channels"])

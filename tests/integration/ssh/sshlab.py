@@ -15,7 +15,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -302,3 +302,18 @@ class Lab:
         from engine.connection.ssh.connection import SSHConnection
 
         return SSHConnection.from_host_vars(host_name, self.vars(**extra))
+
+
+@contextlib.contextmanager
+def running_lab(work: Path, name: str, addresses: Sequence[str]) -> Iterator[Lab]:
+    """The lab users, an sshd named ``name`` answering on ``addresses`` and its known_hosts
+    under ``work``, until the block ends (then sshd is stopped)."""
+    work.chmod(0o755)
+    client_key = prepare_users(work)
+    server = start_sshd(work, name, tuple(addresses))
+    known_hosts = work / "known_hosts"
+    known_hosts.write_text(server.known_hosts_lines())
+    try:
+        yield Lab(work, client_key, server, known_hosts)
+    finally:
+        server.stop()

@@ -205,3 +205,30 @@ def processes_mentioning(text: str) -> list[int]:
         if entry.isdigit() and text.encode() in cmdline:
             found.append(int(entry))
     return found
+
+
+def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=900, check=False)  # fmt: skip
+
+
+def test_demo_plan_made_with_the_readme_path_applies_whole_with_real_vllm(tmp_path: Path) -> None:
+    """The README's `rigger plan playbooks/demo_cpu.yml -o plan.json` then `rigger apply
+    plan.json`, the apply run from another directory: every reviewed step is applied, real
+    vLLM serves, nothing is refused as drifted. Real: everything (rigger, vLLM CPU)."""
+    require_vllm()
+    port = free_port()
+    extra = ["-e", f"demo_port={port}", "-e", f"demo_state_dir={tmp_path / 'state'}"]
+    plan_file = str(tmp_path / "plan.json")
+    planned = cli(["plan", "playbooks/demo_cpu.yml", "-o", plan_file, *extra], cwd=REPO)
+    assert planned.returncode == 0, planned.stdout[-3000:] + planned.stderr[-2000:]
+    applied = cli(["apply", plan_file, *extra], cwd=tmp_path)
+    output = applied.stdout + applied.stderr
+    try:
+        assert applied.returncode == 0, output[-4000:]
+        assert "refused" not in output and "not applied" not in output, output[-4000:]
+        assert listening(port)
+    finally:
+        rigger("playbooks/demo_cpu.yml", *extra, "-e", "serve_state=stopped")
+    assert not listening(port)

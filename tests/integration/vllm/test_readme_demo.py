@@ -87,6 +87,11 @@ def test_demo_activate_query_rerun_stop_clean_as_the_readme_says(checkout: Path)
     activate = readme_line(". .venv/bin/activate")
     which = sh(f"{activate} && command -v rigger", checkout)
     assert which.stdout.strip() == str(checkout / ".venv" / "bin" / "rigger"), which.stderr
+    # The demo's venv has the fast tier's tools (no "No module named pytest"), and the
+    # install said what it installs.
+    assert "installing rigger and its test tools into .venv" in demo.stdout
+    tools = sh(f"{activate} && python -m pytest -p xdist --version && ruff --version && mypy --version", checkout)
+    assert tools.returncode == 0, tools.stdout + tools.stderr
 
     for start in ("curl -s localhost:8000/v1/models", "curl -s localhost:8000/v1/completions"):
         answer = sh(readme_line(start).replace("localhost:8000", f"localhost:{port}"), checkout, 120)

@@ -34,16 +34,8 @@ CHECK = "Every rank alive, and a completion comes back"
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    work = tmp_path_factory.mktemp("vgroup-sshlab")
-    work.chmod(0o755)
-    client_key = sshlab.prepare_users(work)
-    server = sshlab.start_sshd(work, "vgroup", tuple(NODES.values()))
-    known_hosts = work / "known_hosts"
-    known_hosts.write_text(server.known_hosts_lines())
-    try:
-        yield Lab(work, client_key, server, known_hosts)
-    finally:
-        server.stop()
+    with sshlab.running_lab(tmp_path_factory.mktemp("vgroup-sshlab"), "vgroup", NODES.values()) as lab:
+        yield lab
 
 
 def inventory(lab: Lab, path: Path) -> Path:

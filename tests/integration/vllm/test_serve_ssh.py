@@ -43,16 +43,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    work = tmp_path_factory.mktemp("vllm-sshlab")
-    work.chmod(0o755)
-    client_key = sshlab.prepare_users(work)
-    server = sshlab.start_sshd(work, "vllm", ("127.0.0.2",))
-    known_hosts = work / "known_hosts"
-    known_hosts.write_text(server.known_hosts_lines())
-    try:
-        yield Lab(work, client_key, server, known_hosts)
-    finally:
-        server.stop()
+    with sshlab.running_lab(tmp_path_factory.mktemp("vllm-sshlab"), "vllm", ("127.0.0.2",)) as lab:
+        yield lab
 
 
 @pytest.fixture

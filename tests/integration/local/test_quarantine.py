@@ -1,0 +1,143 @@
+"""Quarantine of hosts refused by ensure_gpus_healthy, and the fleet circuit breaker.
+
+Real: the rigger CLI (each run a process of its own, as the fake NVML needs: a controller restart between runs),
+the runner, ensure_gpus_healthy and its probe, nvidia-ml-py, the quarantine file on disk
+under RIGGER_STATE_DIR, `rigger inventory` / `rigger quarantine`. Not real: the GPUs
+(tests/fakes/fake_nvml: one healthy 8-GPU host for every inventory host, all on the local
+connection); hosts differ in what their inventory declares they need (GPU memory), so a
+fleet of fake hosts can be refused in part.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import fakenvml  # tests/fakes/fake_nvml (pytest pythonpath)
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+HEALTH = "GPUs fit"
+SERVE = "Serve"
+PLAYBOOK = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: GPUs fit
+      ensure_gpus_healthy:
+        min_memory_mib: "{{ need_mib }}"
+        clock_reads: 1
+        xid_wait_ms: 0
+        kernel_log_path: "{{ kernel_log }}"
+    - name: After the health step
+      debug: {msg: "went on"}
+"""
+SERVE_PLAYBOOK = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: Serve
+      serve_vllm:
+        name: quarantine-test
+        model: /nonexistent/model
+        launcher: /nonexistent/vllm
+        port: 1
+        state_dir: "{{ state_dir }}"
+"""
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> dict[str, Any]:
+    fake = fakenvml.create(tmp_path / "nvml")
+    fake.eight_gpus()
+    state = tmp_path / "state"
+    state.mkdir(mode=0o1777)
+    os.chmod(state, 0o1777)
+    (tmp_path / "kern.log").write_text("")
+    (tmp_path / "health.yml").write_text(PLAYBOOK)
+    (tmp_path / "serve.yml").write_text(SERVE_PLAYBOOK)
+    return {"tmp": tmp_path, "env": {**fake.env(), "RIGGER_STATE_DIR": str(state)}, "state": state}
+
+
+def inventory(lab: dict[str, Any], needs: dict[str, int]) -> str:
+    hosts = {
+        name: {"ansible_connection": "local", "need_mib": need, "kernel_log": str(lab["tmp"] / "kern.log"),
+               "state_dir": str(lab["tmp"] / "serve-state")}
+        for name, need in needs.items()
+    }  # fmt: skip
+    path = lab["tmp"] / "inventory.yml"
+    path.write_text(json.dumps({"all": {"hosts": hosts}}))
+    return str(path)
+
+
+def run(cli: Any, lab: dict[str, Any], *args: str) -> Any:
+    return cli(*args, cwd=REPO, env=lab["env"], timeout_s=240)
+
+
+def statuses(done: Any, task: str) -> dict[str, str]:
+    return {r["host"]: r["status"] for r in done.results(task)}
+
+
+def test_a_refused_host_is_quarantined_skipped_by_serving_and_cleared(rigger: Any, lab: dict[str, Any]) -> None:
+    inv = inventory(lab, {"good": 1000, "bad": 200_000})
+    first = run(rigger, lab, "run", str(lab["tmp"] / "health.yml"), "-i", inv, "--output", "jsonl")
+    assert statuses(first, HEALTH) == {"good": "ok", "bad": "failed"}
+    events = [e for e in first.events if e["event"] == "recap"]
+    assert list(events[-1]["quarantined"]) == ["bad"]
+    assert "gpu-memory" in events[-1]["quarantined"]["bad"]
+
+    # a new controller process reads it back: list, inventory
+    listed = run(rigger, lab, "quarantine", "list")
+    assert listed.rc == 0 and list(json.loads(listed.stdout)) == ["bad"]
+    shown = json.loads(run(rigger, lab, "inventory", "-i", inv).stdout)
+    assert "gpu-memory" in shown["_meta"]["hostvars"]["bad"]["rigger_quarantined"]["reason"]
+    assert "rigger_quarantined" not in shown["_meta"]["hostvars"]["good"]
+
+    served = run(rigger, lab, "run", str(lab["tmp"] / "serve.yml"), "-i", inv, "--check", "--output", "jsonl")
+    by_host = {r["host"]: r for r in served.results(SERVE)}
+    assert by_host["bad"]["status"] == "skipped"
+    assert by_host["bad"]["msg"].startswith("host quarantined since ")
+    assert "rigger quarantine clear HOST" in by_host["bad"]["msg"]
+    assert "quarantined" not in by_host["good"]["msg"]
+    assert "bad" in [e for e in served.events if e["event"] == "recap"][-1]["quarantined"]
+
+    included = run(
+        rigger, lab, "run", str(lab["tmp"] / "serve.yml"), "-i", inv, "--check", "--include-quarantined",
+        "--output", "jsonl",
+    )  # fmt: skip
+    assert "quarantined" not in {r["host"]: r for r in included.results(SERVE)}["bad"]["msg"]
+
+    cleared = run(rigger, lab, "quarantine", "clear", "bad")
+    assert cleared.rc == 0 and "bad: quarantine cleared" in cleared.stdout
+    assert json.loads(run(rigger, lab, "quarantine", "list").stdout) == {}
+    again = run(rigger, lab, "quarantine", "clear", "bad")
+    assert again.rc == 5 and "'bad' is not quarantined" in again.stderr
+
+
+def test_check_mode_records_no_quarantine(rigger: Any, lab: dict[str, Any]) -> None:
+    inv = inventory(lab, {"bad": 200_000})
+    done = run(rigger, lab, "run", str(lab["tmp"] / "health.yml"), "-i", inv, "--check", "--output", "jsonl")
+    recap = [e for e in done.events if e["event"] == "recap"][-1]
+    assert recap["quarantined"]["bad"].startswith("would be quarantined (check mode): ")
+    assert json.loads(run(rigger, lab, "quarantine", "list").stdout) == {}
+    text = run(rigger, lab, "run", str(lab["tmp"] / "health.yml"), "-i", inv, "--check")
+    assert "quarantined: bad: would be quarantined (check mode): GPU health refused: gpu-memory" in text.stdout
+
+
+def test_circuit_breaker_stops_the_run_when_most_of_the_fleet_is_refused(rigger: Any, lab: dict[str, Any]) -> None:
+    inv = inventory(lab, {"a": 1000, "b": 200_000, "c": 200_000, "d": 200_000})
+    done = run(rigger, lab, "run", str(lab["tmp"] / "health.yml"), "-i", inv, "--output", "jsonl")
+    assert statuses(done, HEALTH) == {"a": "ok", "b": "failed", "c": "failed", "d": "failed"}
+    notices = [e["message"] for e in done.events if e["event"] == "notice"]
+    assert any(n.startswith("circuit breaker: 'GPUs fit' refused 3 of 4 hosts (75%, more than 50%)") for n in notices)
+    assert done.results("After the health step") == [], "nothing after the breaker ran"
+    assert json.loads(run(rigger, lab, "quarantine", "list").stdout) == {}
+
+
+def test_one_refused_host_of_four_is_quarantined_and_the_run_goes_on(rigger: Any, lab: dict[str, Any]) -> None:
+    inv = inventory(lab, {"a": 1000, "b": 1000, "c": 1000, "d": 200_000})
+    done = run(rigger, lab, "run", str(lab["tmp"] / "health.yml"), "-i", inv, "--output", "jsonl")
+    assert statuses(done, "After the health step") == {"a": "ok", "b": "ok", "c": "ok"}
+    assert list(json.loads(run(rigger, lab, "quarantine", "list").stdout)) == ["d"]
