@@ -6,7 +6,9 @@
 # In your home: the demo server (stopped first, through rigger) and its state and log
 # files, the run lock file when no run holds it. As root, what the test suite made on the
 # system: the SSH lab's users (rigger-ssh, rigger-nosudo, rigger-pw, with their homes),
-# /etc/sudoers.d/rigger-tests, the fake NVML builds (/tmp/rigger-fake-nvml-*), the test
+# /etc/sudoers.d/rigger-tests, this checkout's fake NVML builds
+# (/tmp/rigger-fake-nvml-TAG-*, TAG: this checkout's path hashed, as fakenvml.py names them;
+# another checkout's builds are left: a test run there may be loading one), the test
 # sessions' lock directories (/tmp/rigger-test-state-*) and the homes older test runs made
 # (/tmp/rigger-test-home-*).
 # Left alone: apt packages (openssh-server, sudo, gcc, git, git-lfs, python3-venv...),
@@ -44,12 +46,16 @@ fi
 remove "$STATE_DIR/$DEMO_NAME.json" "$STATE_DIR/$DEMO_NAME.log" "$STATE_DIR/$DEMO_NAME.log.prev"
 [ -n "$DRY" ] || rmdir -p "$STATE_DIR" 2>/dev/null || true
 
-# 2. The run lock file, unless a run holds it now.
+# 2. The run lock file, unless a run holds it now. Removed while clean.sh holds the lock
+#    itself (flock, as engine/runlock takes it): a run starting between a check and the
+#    removal would otherwise lose its lock file while it works.
 LOCK="$HOME/.cache/rigger/run.lock"
-if [ -f "$LOCK" ]; then
-    if flock -n "$LOCK" true; then
-        remove "$LOCK"
-        [ -n "$DRY" ] || rmdir "$HOME/.cache/rigger" 2>/dev/null || true
+if [ -f "$LOCK" ] && [ ! -L "$LOCK" ]; then
+    if [ -n "$DRY" ] && flock -n "$LOCK" true; then
+        echo "remove $LOCK"
+    elif [ -z "$DRY" ] && flock -n "$LOCK" rm -f -- "$LOCK"; then
+        echo "remove $LOCK"
+        rmdir "$HOME/.cache/rigger" 2>/dev/null || true
     else
         echo "keep $LOCK: a rigger run holds it"
     fi
@@ -73,4 +79,5 @@ for user in "${LAB_USERS[@]}"; do
 done
 remove "$SUDOERS_FILE"
 shopt -s nullglob
-remove /tmp/rigger-fake-nvml-* /tmp/rigger-test-home-* /tmp/rigger-test-state-*
+CHECKOUT_TAG="$(printf '%s' "$(pwd -P)" | sha256sum | cut -c1-8)"
+remove "/tmp/rigger-fake-nvml-$CHECKOUT_TAG-"* /tmp/rigger-test-home-* /tmp/rigger-test-state-*

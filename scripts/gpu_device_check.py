@@ -7,6 +7,10 @@ the repo; rigger is imported from this checkout):
     python3 scripts/gpu_device_check.py --gpu 0 --gib 4
 
 Needs python3 with torch (CUDA build) and nvidia-ml-py. What it does:
+0. health: reads every health field of the GPU straight through NVML (ECC, retired pages,
+   remapped rows, clock event reasons, PCIe link, persistence mode, fabric, XID events)
+   and prints each beside what rigger's gpu_health probe read and what ensure_gpus_healthy's
+   verdict made of it (`--health-only` stops after this, exit 0);
 1. reads the GPU through rigger's `gpus` probe (real NVML) for the idle baseline;
 2. starts a child python that allocates --gib GiB on that GPU with torch and sleeps
    (its command line carries a marker; CUDA_DEVICE_ORDER=PCI_BUS_ID so the CUDA index
@@ -56,6 +60,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--appear-timeout-s", type=float, default=120.0, help="how long to wait for NVML to list the child"
     )
+    parser.add_argument("--health-only", action="store_true", help="only compare the health readings, then exit")
     args = parser.parse_args(argv)
     if args.gib <= 0 or args.gpu < 0:
         parser.error("--gib must be > 0 and --gpu >= 0")
@@ -72,9 +77,10 @@ def rigger() -> Any:
     from engine.connection.base import ScopedConnection
     from engine.connection.local import LocalConnection
     from engine.module_api import Change, TaskContext, TaskFailed, Unchanged
-    from modules.gpu import ensure_gpus_idle
+    from modules.gpu import ensure_gpus_healthy, ensure_gpus_idle
 
     return SimpleNamespace(
+        ensure_gpus_healthy=ensure_gpus_healthy,
         ScopedConnection=ScopedConnection,
         LocalConnection=LocalConnection,
         Change=Change,
@@ -96,6 +102,72 @@ def read_gpu(r: Any, index: int) -> dict[str, Any]:
         if gpu["index"] == index:
             return dict(gpu)
     raise SystemExit(f"cannot run: no GPU {index}; there are {len(answer['gpus'])}")
+
+
+# (field, the rules of ensure_gpus_healthy that judge it, how to read it raw through NVML)
+HEALTH_FIELDS: list[tuple[str, tuple[str, ...], Any]] = [
+    ("ecc_uncorrected_volatile", ("ecc-volatile",), lambda n, h: n.nvmlDeviceGetTotalEccErrors(h, 1, 0)),
+    ("ecc_uncorrected_aggregate", ("ecc-aggregate",), lambda n, h: n.nvmlDeviceGetTotalEccErrors(h, 1, 1)),
+    ("retired_pages_sbe", ("retired-pages",), lambda n, h: len(n.nvmlDeviceGetRetiredPages(h, 0))),
+    ("retired_pages_dbe", ("retired-pages",), lambda n, h: len(n.nvmlDeviceGetRetiredPages(h, 1))),
+    ("retired_pages_pending", ("retired-pages-pending",), lambda n, h: n.nvmlDeviceGetRetiredPagesPendingStatus(h)),
+    (
+        "remapped_rows",
+        ("remapped-rows", "remapped-rows-pending", "remapped-rows-failure"),
+        lambda n, h: n.nvmlDeviceGetRemappedRows(h),
+    ),
+    ("clocks_event_reasons", ("clock-events",), lambda n, h: hex(n.nvmlDeviceGetCurrentClocksEventReasons(h))),
+    ("pcie_gen_current", ("pcie-gen",), lambda n, h: n.nvmlDeviceGetCurrPcieLinkGeneration(h)),
+    ("pcie_gen_max", ("pcie-gen",), lambda n, h: n.nvmlDeviceGetMaxPcieLinkGeneration(h)),
+    ("pcie_width_current", ("pcie-width",), lambda n, h: n.nvmlDeviceGetCurrPcieLinkWidth(h)),
+    ("pcie_width_max", ("pcie-width",), lambda n, h: n.nvmlDeviceGetMaxPcieLinkWidth(h)),
+    ("persistence_mode", ("persistence-mode",), lambda n, h: n.nvmlDeviceGetPersistenceMode(h)),
+    ("fabric", ("fabric",), lambda n, h: _raw_fabric(n, h)),
+]
+
+
+def _raw_fabric(nvml: Any, handle: Any) -> str:
+    import ctypes
+
+    info = nvml.c_nvmlGpuFabricInfo_t()
+    nvml.nvmlDeviceGetGpuFabricInfo(handle, ctypes.byref(info))
+    return f"state {info.state} status {info.status}"
+
+
+def raw_readings(index: int) -> dict[str, Any]:
+    """Every health field read straight through nvidia-ml-py, apart from rigger's probe."""
+    import pynvml as nvml
+
+    nvml.nvmlInit()
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        raw: dict[str, Any] = {}
+        for name, _, read in HEALTH_FIELDS:
+            try:
+                raw[name] = read(nvml, handle)
+            except nvml.NVMLError as exc:
+                raw[name] = f"NVML: {exc}"
+        return raw
+    finally:
+        nvml.nvmlShutdown()
+
+
+def health(r: Any, index: int) -> dict[str, Any]:
+    """NVML's raw field, rigger's reading and the verdict's findings, field by field."""
+    defaults = {k: v["default"] for k, v in r.ensure_gpus_healthy.SCHEMA["properties"].items()}
+    planning = r.TaskContext("localhost", r.ScopedConnection(r.LocalConnection()).planning(), {}, {})
+    verdict = r.ensure_gpus_healthy.plan(planning, {**defaults, "fail_on": "never", "quarantine": False})
+    gpu = next(g for g in verdict.data["gpus"] if g["index"] == index)
+    raw = raw_readings(index)
+    rows = {}
+    for name, rules, _ in HEALTH_FIELDS:
+        found = [f for f in gpu["findings"] if f["rule"] in rules]
+        judged = "; ".join(f"{f['severity']} [{f['rule']}] {f['evidence']}" for f in found) or "ok"
+        rows[name] = {"nvml": raw[name], "rigger": gpu["readings"].get(name), "verdict": judged}
+        say(f"[health] GPU {index} {name}: NVML {raw[name]} | rigger {gpu['readings'].get(name)} | {judged}")
+    say(f"[health] GPU {index} xids (NVML events while listening): {gpu['readings'].get('xids')}")
+    say(f"[health] host verdict: {verdict.msg}")
+    return {"verdict": verdict.data["verdict"], "gpu_verdict": gpu["verdict"], "fields": rows}
 
 
 def show(label: str, gpu: dict[str, Any]) -> None:
@@ -183,6 +255,10 @@ def main(argv: list[str]) -> int:
     try:
         r = rigger()
         baseline = read_gpu(r, args.gpu)
+        checked = health(r, args.gpu)
+        if args.health_only:
+            say(json.dumps({"health": checked}, default=str))
+            return 0
         show("baseline", baseline)
         child = start_child(args)
     except SystemExit as stop:
@@ -221,9 +297,10 @@ def main(argv: list[str]) -> int:
         "killed_pids": outcome["data"]["killed_pids"],
         "mib_freed": outcome["data"]["mib_freed"],
         "seconds_waited": outcome["data"]["seconds_waited"],
+        "health": checked,
     }
     say("PASS" if all(checks.values()) else f"FAIL: {[k for k, v in checks.items() if not v]}")
-    say(json.dumps(summary))
+    say(json.dumps(summary, default=str))
     return 0 if all(checks.values()) else 1
 
 

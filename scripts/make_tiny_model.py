@@ -7,6 +7,8 @@ The model: hidden 256, 4 heads (head_dim 64: the CPU attention rejects 16), 2 la
 intermediate 512, vocab 512, float32 safetensors, a byte-level BPE tokenizer trained on a
 few sentences, and a chat template. About 6 MB. Deterministic (fixed seed) and
 idempotent: if OUT_DIR already holds a complete model, nothing is touched.
+RIGGER_TINY_MODEL_SEED=N makes another model of the same shape (same tokenizer, other
+weights): it answers the same prompts differently (the rollout test's "other model").
 Exit codes: 0 made or already there, 2 bad usage, 1 failure (OUT_DIR left as it was).
 """
 
@@ -77,7 +79,7 @@ def build_model(tokenizer):  # type: ignore[no-untyped-def]
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    torch.manual_seed(SEED)
+    torch.manual_seed(int(os.environ.get("RIGGER_TINY_MODEL_SEED") or SEED))
     config = LlamaConfig(
         vocab_size=VOCAB_SIZE,
         hidden_size=HIDDEN_SIZE,

@@ -16,13 +16,7 @@ setup_started=$SECONDS
 
 echo "== python venv ($VENV)"
 make_venv "$VENV"
-# Reinstall only when pyproject.toml changed since the last install into this venv.
-stamp="$VENV/.rigger-dev-installed"
-want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    "$VENV/bin/pip" install -q -e '.[dev]'
-    echo "$want" > "$stamp"
-fi
+install_rigger_dev "$VENV"  # again only when pyproject.toml changed
 # The setup scripts install for this interpreter (PYTHON), not the system's.
 export PYTHON="$PWD/$VENV/bin/python"
 for setup in scripts/ci/setup_*.sh; do
@@ -35,5 +29,17 @@ echo "== set-up took $((SECONDS - setup_started))s"
 echo "== lint"
 bash scripts/lint.sh  # with PYTHON (exported above): the venv's ruff, mypy, vulture
 
-echo "== pytest"
-exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"
+PYTEST=("$VENV/bin/python" -m pytest -q -p no:cacheprovider --durations=30)
+if [ "$#" -gt 0 ]; then
+    echo "== pytest $*"
+    exec "${PYTEST[@]}" "$@"
+fi
+# Everything: the fast tier on both cores (it holds in parallel, issue 24), then the slow
+# tier alone (real vLLM servers and load tests share the 2 cores with nothing else). Both
+# run even when the first fails; --durations: CI has 90 minutes, its log names the slowest.
+echo "== pytest: fast tier (-n 2)"
+fast=0; "${PYTEST[@]}" -m "not slow" -n 2 || fast=$?
+echo "== pytest: slow tier"
+slow=0; "${PYTEST[@]}" -m slow || slow=$?
+echo "== pytest: fast tier exit $fast, slow tier exit $slow"
+[ "$fast" -eq 0 ] && [ "$slow" -eq 0 ]

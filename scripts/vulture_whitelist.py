@@ -18,8 +18,19 @@ _.auth_timeout
 shared  # LockHandle field: read by callers and tests
 MUTATES  # probe flag, read from the probe's source text (engine/probes)
 USES  # probe dependencies, read from the probe's source text (engine/probes)
-visit_Concat  # Jinja code generator hook (engine/sandbox.py)
-code_generator_class  # Jinja environment hooks (engine/sandbox.py)
+visit_Concat  # Jinja code generator hook (engine/templating/sandbox.py)
+code_generator_class  # Jinja environment hooks (engine/templating/sandbox.py)
 intercepted_binops
-bounded_concat  # called from the code engine/sandbox.py generates for `~`
+bounded_concat  # called from the code engine/templating/sandbox.py generates for `~`
 _.peer  # TaskContext.peer: the serving group's modules (issue 15) use it
+do_GET  # http.server calls it (engine/watch/metrics.py)
+log_message  # http.server calls it (engine/watch/metrics.py)
+since  # Pause field: written to the watch state file, read by people and tests
+render_index  # docs/modules/README.md, written by scripts/gen_module_docs.py
+room_of  # scripts/gen_module_docs.py groups the module reference by room
+quarantine_list  # a click command (engine/cli.py)
+quarantine_clear  # a click command (engine/cli.py)
+baselines_cmd  # a click command (engine/cli.py)
+row_factory  # sqlite3.Connection attribute (engine/baselines/store.py)
+rollout  # BaselineStore.rollout/rollouts: stored rollout records read back (test_baselines.py); no command yet
+rollouts

@@ -22,4 +22,8 @@ case "$(installed || true)" in
         .venv-ansible/bin/pip install -q --disable-pip-version-check "ansible-core==${ANSIBLE_CORE_VERSION}"
         ;;
 esac
+# Ansible's password_hash filter and password lookup (encrypt=) need passlib; libpass is
+# its maintained fork (the same `passlib` import), the one rigger uses too.
+.venv-ansible/bin/python -c 'import passlib.hash' 2>/dev/null ||
+    .venv-ansible/bin/pip install -q --disable-pip-version-check "libpass>=1.9"
 echo "setup_ansible: ansible-core $(installed) in .venv-ansible"

@@ -4,15 +4,14 @@
 # browser builds are not reachable here, and Debian's chromium is the one we test with.
 # Idempotent and quick when everything is there; works as root on a fresh Debian (CI=true).
 set -euo pipefail
+. "$(dirname "$0")/common.sh"
 
 if [ ! -x /usr/bin/chromium ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "setup_browser: need root to install chromium" >&2
         exit 1
     fi
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
+    apt_install chromium fonts-dejavu-core
 fi
 
 # Into the interpreter that runs the tests (test.sh exports PYTHON: its venv), never the system's.

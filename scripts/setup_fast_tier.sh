@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# What the fast tier (pytest -m "not slow") needs beyond the venv scripts/demo.sh made:
+# rigger's test tools in .venv, gcc and the fake NVML built from it (the GPU stand-in),
+# setpriv, and Debian's chromium with Playwright (the html plan report test). Nothing for
+# the slow tier (no sshd, vLLM, hub mirror or ansible-core: scripts/test.sh does those).
+# Run as root (apt, and the fast tier itself makes private namespaces); idempotent, seconds
+# when everything is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/ci/common.sh
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+make_venv .venv "${PYTHON:-python3}"
+install_rigger_dev .venv
+export PYTHON="$PWD/.venv/bin/python"
+bash scripts/ci/setup_gpu.sh
+bash scripts/ci/setup_browser.sh
+echo "setup_fast_tier: ready; with .venv activated: python -m pytest -m \"not slow\" -n auto --dist loadfile"
