@@ -191,7 +191,9 @@ def _authenticate(options: SSHOptions, transport: paramiko.Transport, user: str,
             continue
         try:
             transport.auth_publickey(user, key)
-        except paramiko.AuthenticationException:
+        except paramiko.AuthenticationException as exc:
+            if _timed_out(exc):
+                raise _auth_timeout(options, where, label) from None
             tried.append(label)
             continue
         except (paramiko.SSHException, OSError, EOFError) as exc:
@@ -206,11 +208,29 @@ def _authenticate(options: SSHOptions, transport: paramiko.Transport, user: str,
     raise HostUnreachable(f"{options.host_name}: authentication failed for {user}@{where} (tried: {attempts})")
 
 
+def _timed_out(exc: paramiko.AuthenticationException) -> bool:
+    """paramiko raises the same exception for a refused key and for no answer within
+    ``auth_timeout``; only its message tells them apart."""
+    return str(exc).strip().rstrip(".").lower() == "authentication timeout"
+
+
+def _auth_timeout(options: SSHOptions, where: str, label: str) -> HostUnreachable:
+    # A busy host (sshd starved of CPU, a slow AuthorizedKeysCommand or LDAP) is not a wrong
+    # key: saying "authentication failed" sent operators to check keys that were fine.
+    return _unreachable(
+        options,
+        f"{where}: no answer to authentication with {label} within {options.connect_timeout_s:g}s "
+        "(the host is slow to authenticate, the key was not refused: ssh_connect_timeout_s raises the limit)",
+    )
+
+
 def _password_login(options: SSHOptions, transport: paramiko.Transport, user: str, where: str) -> bool:
     """``ansible_password`` / ``ansible_ssh_pass``: tried after the keys, as OpenSSH does."""
     try:
         transport.auth_password(user, options.password or "")
-    except paramiko.AuthenticationException:
+    except paramiko.AuthenticationException as exc:
+        if _timed_out(exc):
+            raise _auth_timeout(options, where, "the password (ansible_password)") from None
         return False
     except (paramiko.SSHException, OSError, EOFError) as exc:
         raise _unreachable(options, f"{where}: authentication aborted: {_reason(exc)}") from None

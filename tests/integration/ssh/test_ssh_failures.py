@@ -6,6 +6,8 @@ Real: sshd processes (killed with SIGKILL for the mid-run case), TCP sockets on
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
 import threading
 import time
@@ -30,6 +32,39 @@ def test_auth_failure_is_unreachable_and_names_user(lab: Lab, tmp_path: Path) ->
     assert "authentication failed for rigger-ssh@" in message
     assert str(stranger) in message
     assert "\n" not in message
+
+
+def test_a_host_slow_to_authenticate_is_a_timeout_not_a_refused_key(lab: Lab, tmp_path: Path) -> None:
+    """A real sshd whose AuthorizedKeysCommand takes 4 s (as a CPU-starved sshd or a slow LDAP
+    lookup does) and a client that waits 1 s: paramiko raises the exception it raises for a
+    refused key; the message must say the host did not answer in time, not that the key
+    failed (a CI rollout over SSH on a busy box said "authentication failed" for a good key)."""
+    # sshd runs AuthorizedKeysCommand only from a root-owned path no one else can write
+    # (not under /tmp), so the script lives in a private directory under /run.
+    scripts = Path(f"/run/rigger-test-slow-keys-{os.getpid()}")
+    scripts.mkdir(mode=0o755)
+    slow = scripts / "slow_keys.sh"
+    slow.write_text("#!/bin/sh\nsleep 4\n")
+    slow.chmod(0o755)
+    server = sshlab.start_sshd(tmp_path, "slowkeys", ["127.0.0.8"], extra_config=[
+        f"AuthorizedKeysCommand {slow} %u", "AuthorizedKeysCommandUser root"])  # fmt: skip
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(server.known_hosts_lines())
+    # a key in no authorized_keys file: whichever source sshd asks first, it reaches the command
+    stranger = sshlab.keygen(tmp_path / "stranger")
+    try:
+        connection = SSHConnection.from_host_vars(
+            "gpu1", sshlab.host_vars(server, stranger, known_hosts, ssh_connect_timeout_s=1)
+        )
+        with pytest.raises(HostUnreachable) as caught:
+            connection.run(["true"])
+        message = str(caught.value)
+        assert "no answer to authentication" in message and "within 1s" in message, message
+        assert "authentication failed" not in message
+        assert "ssh_connect_timeout_s" in message
+    finally:
+        server.stop()
+        shutil.rmtree(scripts)
 
 
 def test_unreadable_key_file_is_named(lab: Lab, tmp_path: Path) -> None:

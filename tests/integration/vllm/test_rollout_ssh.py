@@ -35,7 +35,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 @pytest.fixture(scope="module")
 def fleet(lab: Lab, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    host_vars = {name: lab.vars(address=address, ansible_become=True) for name, address in NODES.items()}
+    # Two vLLM servers (three while one is replaced) and a load generator on 2 cores starve
+    # sshd: CI saw an authentication answer take longer than the lab's 5 s limit.
+    host_vars = {name: lab.vars(address=address, ansible_become=True, ssh_connect_timeout_s=30)
+                 for name, address in NODES.items()}  # fmt: skip
     with serving_fleet(tmp_path_factory.mktemp("rollout-ssh"), tiny_model, host_vars, run_rigger) as fleet:
         yield fleet
 
