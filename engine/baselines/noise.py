@@ -5,6 +5,12 @@ regression when it is worse than the baseline's median by more than BOTH the rel
 threshold (a real change an operator cares about) and ``noise_k`` times the baseline's own
 spread (what two measurements of one unchanged server differ by on this host). With one
 baseline sample there is no spread to learn: the relative threshold alone decides.
+
+The spread is the median absolute deviation, scaled to match a standard deviation for normal
+noise (1.4826): a baseline of three with one outlier (a neighbour took the CPU during one
+load test) has a standard deviation about as wide as the outlier itself, wide enough to hide
+a release whose time to first token is 15x slower (the likely way such a release passed the
+gate in CI, on a loaded 2-core box). The median's deviation ignores the one outlier.
 """
 
 from __future__ import annotations
@@ -45,9 +51,15 @@ class Verdict:
         )
 
 
+MAD_TO_STDEV = 1.4826  # for normally distributed noise, stdev = 1.4826 x the MAD
+
+
 def spread(samples: Sequence[float]) -> float:
-    """Standard deviation of the samples (0 for fewer than two)."""
-    return statistics.stdev(samples) if len(samples) > 1 else 0.0
+    """The scaled median absolute deviation of the samples (0 for fewer than two)."""
+    if len(samples) < 2:
+        return 0.0
+    middle = statistics.median(samples)
+    return MAD_TO_STDEV * statistics.median(abs(x - middle) for x in samples)
 
 
 def judge(

@@ -63,6 +63,20 @@ def test_the_noise_band_keeps_an_unchanged_server_and_catches_a_halving() -> Non
     assert judge("ttft_p50_s", [0.1, 0.1, 0.1], 0.2, higher_is_better=False).worse
 
 
+def test_one_outlier_in_the_baseline_does_not_widen_the_band() -> None:
+    """Three TTFT samples before the change, one taken while a neighbour had the CPU: with the
+    standard deviation as spread the band is ~1.5 s wide and a release 15x slower passes
+    (the likely cause of CI's slower release passing the gate)."""
+    baseline = [0.034, 0.036, 0.9]
+    verdict = judge("ttft_p50_s", baseline, 0.52, higher_is_better=False, relative=3.0)
+    assert verdict.worse, verdict.describe()
+    assert verdict.spread < 0.01
+    # the same for a throughput baseline with one slow sample
+    assert judge("tokens/s", [300.0, 310.0, 40.0], 80.0, higher_is_better=True, relative=0.6).worse
+    # and a baseline that is noisy as a whole still widens it
+    assert not judge("tokens/s", [300.0, 150.0, 450.0], 80.0, higher_is_better=True, relative=0.6).worse
+
+
 def test_one_slow_host_is_an_outlier_and_an_upgrade_that_halves_speed_a_regression(store: BaselineStore) -> None:
     at = 0.0
     for host, speed in (("a", 100.0), ("b", 102.0), ("c", 98.0), ("d", 45.0)):

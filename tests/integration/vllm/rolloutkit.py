@@ -216,8 +216,8 @@ def stopped_at_canary(fleet: Fleet, run: Any, record: dict[str, Any], gate: str,
     """The canary (the first host) failed ``gate``, went back to its previous spec by
     itself and is UP in HAProxy again; no other host was touched."""
     canary, *rest = fleet.hosts
-    assert run.rc == 2, run.stdout[-2000:]
-    assert record["outcome"] == "stopped" and "canary failed" in record["stop_reason"]
+    assert run.rc == 2, gate_report(record) + run.stdout[-2000:]
+    assert record["outcome"] == "stopped" and "canary failed" in record["stop_reason"], gate_report(record)
     (turn,) = record["hosts"]
     assert turn["host"] == canary and turn["outcome"] == "rolled back", turn["outcome"]
     failed = [g for g in turn["gates"] if not g["passed"]]
@@ -232,6 +232,18 @@ def stopped_at_canary(fleet: Fleet, run: Any, record: dict[str, Any], gate: str,
     routed_as_haproxy(fleet, turn)
 
 
+def gate_report(record: dict[str, Any]) -> str:
+    """Each host's gates in a line or two (verdicts, not the raw samples): what a failed
+    assertion prints first, so a CI log says which figure passed or failed and by how much."""
+    lines = [f"outcome {record.get('outcome')}: {record.get('stop_reason')}"]
+    for turn in record.get("hosts", []):
+        for result in turn.get("gates", []):
+            verdicts = (result.get("evidence") or {}).get("verdicts")
+            detail = json.dumps(verdicts) if verdicts else result.get("summary", "")
+            lines.append(f"{turn.get('host')} {result.get('gate')} passed={result.get('passed')}: {detail}")
+    return "\n".join(lines) + "\n"
+
+
 def routed_as_haproxy(fleet: Fleet, turn: dict[str, Any]) -> None:
     """The host left the endpoints file before HAProxy drained it and came back after
     HAProxy saw it UP; the file lists every host again, at its inventory address."""
@@ -243,8 +255,8 @@ def routed_as_haproxy(fleet: Fleet, turn: dict[str, Any]) -> None:
 
 def upgraded_everywhere(fleet: Fleet, run: Any, record: dict[str, Any], before: dict[str, Any], flag: str) -> None:
     """Every host runs the new spec (``flag`` in its argv), each passed every gate."""
-    assert run.rc == 0, run.stdout[-3000:]
-    assert record["outcome"] == "completed"
+    assert run.rc == 0, gate_report(record) + run.stdout[-3000:]
+    assert record["outcome"] == "completed", gate_report(record)
     assert [t["host"] for t in record["hosts"]] == list(fleet.hosts)
     assert [t["outcome"] for t in record["hosts"]] == ["upgraded"] * len(fleet.hosts)
     after = {h: fleet.state(h) for h in fleet.hosts}
