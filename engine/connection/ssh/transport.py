@@ -216,11 +216,11 @@ def _timed_out(exc: paramiko.AuthenticationException) -> bool:
 
 def _auth_timeout(options: SSHOptions, where: str, label: str) -> HostUnreachable:
     # A busy host (sshd starved of CPU, a slow AuthorizedKeysCommand or LDAP) is not a wrong
-    # key: saying "authentication failed" sent operators to check keys that were fine.
+    # key: "authentication failed" would send the operator to check a key that is fine.
     return _unreachable(
         options,
         f"{where}: no answer to authentication with {label} within {options.connect_timeout_s:g}s "
-        "(the host is slow to authenticate, the key was not refused: ssh_connect_timeout_s raises the limit)",
+        "(the host is slow to authenticate; nothing was refused: ssh_connect_timeout_s raises the limit)",
     )
 
 
