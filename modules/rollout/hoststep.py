@@ -17,6 +17,7 @@ from modules.routing.endpoints_file import EndpointsFile
 from modules.serving import restore, serve_vllm
 from modules.serving import session as sessions
 from modules.serving.baseline import baseline_key, record
+from modules.serving.bench import BenchSummary
 from modules.serving.check_serving import api_key
 
 READMIT_TIMEOUT_S = 120.0
@@ -132,13 +133,27 @@ def measure_before(ctx: TaskContext, host: FleetHost, config: Mapping[str, Any],
         gates.ask_golden(hctx, endpoint(host), golden_cfg["prompts"], golden_cfg["max_tokens"]) if golden_cfg else []
     )
     perf_cfg = config.get("performance")
-    samples = gates.measure(hctx, endpoint(host), perf_cfg) if perf_cfg else []
+    samples = _warm_then_measure(hctx, host, perf_cfg, turn) if perf_cfg else []
     key = baseline_key(hctx, host.served_name, rec)
     for sample in samples:
         record(key, sample.as_data(), "rollout: before the change", turn.rollout_id)
     turn.step("measured before", spec_hash=rec.get("spec_hash"), golden_answers=len(answers),
-              tokens_per_s=[s.as_data()["tokens_per_s"] for s in samples])  # fmt: skip
+              **_figures(samples))  # fmt: skip
     return Before(rec, answers, samples, keep_files(hctx, host, rec, turn))
+
+
+def _warm_then_measure(
+    hctx: TaskContext, host: FleetHost, config: Mapping[str, Any], turn: HostTurn
+) -> list[BenchSummary]:
+    """The warm-up load tests (their figures in the journal, not judged), then the samples."""
+    warm = gates.warm_up(hctx, endpoint(host), config)
+    if warm:
+        turn.step("warmed up", **_figures(warm))
+    return gates.measure(hctx, endpoint(host), config)
+
+
+def _figures(samples: list[BenchSummary]) -> dict[str, list[Any]]:
+    return {f: [s.as_data()[f] for s in samples] for f in ("tokens_per_s", "ttft_p50_s", "ttft_p95_s")}
 
 
 def keep_files(hctx: TaskContext, host: FleetHost, rec: Mapping[str, Any], turn: HostTurn) -> checkpoint.Kept:
@@ -206,8 +221,9 @@ def _performance(
     for attempt in range(1 + int(config["confirmations"])):
         if attempt:
             hctx.progress(f"{host.name}: performance below the band, measuring again ({attempt})")
-        try:
-            samples = gates.measure(hctx, endpoint(host), config)
+        try:  # the new server is fresh: warmed up before its first round, not again after
+            samples = (_warm_then_measure(hctx, host, config, turn) if not attempt
+                       else gates.measure(hctx, endpoint(host), config))  # fmt: skip
         except TaskFailed as exc:  # failed requests, or check_serving's wedge verdict
             return gates.GateResult("performance", False, exc.msg, dict(exc.data))
         for sample in samples:

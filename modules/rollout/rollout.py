@@ -58,8 +58,8 @@ SIZE = {"type": ["integer", "string"], "minimum": 1, "pattern": r"^[0-9]+(\.[0-9
 SERVE_ARGS = {k: v for k, v in SERVE_SCHEMA["properties"].items() if k != "state"}
 GOLDEN_DEFAULTS = {"max_tokens": 16}
 STRUCTURED_DEFAULTS = {"prompts": ["Reply with a JSON object."], "max_tokens": 128}
-PERFORMANCE_DEFAULTS = {"requests": 8, "concurrency": 4, "max_tokens": 32, "repeats": 3, "relative": 0.25,
-                        "ttft_relative": 0.5, "noise_k": 3.0, "confirmations": 1}  # fmt: skip
+PERFORMANCE_DEFAULTS = {"requests": 8, "concurrency": 4, "max_tokens": 32, "repeats": 3, "warmup": 1,
+                        "relative": 0.25, "ttft_relative": 0.5, "noise_k": 3.0, "confirmations": 1}  # fmt: skip
 
 TOOL = {
     "type": "object",
@@ -220,6 +220,13 @@ SCHEMA: dict[str, Any] = {
                             "minimum": 1,
                             "description": "Measurements before and after (3).",
                         },
+                        "warmup": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "description": "Load tests run and not judged before the measurements before, and "
+                            "before the first after the change: a server just started (by the change, a "
+                            "rollback, a restart) is slower at its first requests and would widen the band (1).",
+                        },
                         "relative": {"type": "number", "minimum": 0, "description": "Tokens/s drop that fails (0.25)."},
                         "ttft_relative": {"type": "number", "minimum": 0, "description": "TTFT rise that fails (0.5)."},
                         "noise_k": {"type": "number", "minimum": 0, "description": "Spreads of noise tolerated (3)."},
@@ -290,7 +297,8 @@ def _gate_names(config: Mapping[str, Any]) -> list[str]:
         names.append(f"structured ({'; '.join(asked)}; {len(s['prompts'])} prompts)")
     if config["performance"]:
         p = config["performance"]
-        names.append(f"performance ({p['repeats']}x{p['requests']} requests, -{p['relative']:.0%} tokens/s "
+        names.append(f"performance ({p['repeats']}x{p['requests']} requests after {p['warmup']} warm-up, "
+                     f"-{p['relative']:.0%} tokens/s "
                      f"+{p['ttft_relative']:.0%} TTFT beyond {p['noise_k']:g} spreads)")  # fmt: skip
     return names
 

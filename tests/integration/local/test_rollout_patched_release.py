@@ -10,9 +10,10 @@ serve_vllm's plan, apply, state record and staged readiness, a server process in
 session per host, HAProxy (Debian's) with its runtime API, real files in a temp dir, the
 baseline store under the test's state dir. Not real: vLLM (tests/fakes/fake_vllm/vllm
 answers /health, /v1/models and completions the same way every time, so the golden gate
-passes and the performance gate is off); the release that does not start is a script that
-exits 2 as vLLM does on an unknown flag. tests/integration/vllm/test_rollout.py runs real
-vLLM.
+passes; the performance gate is off but in the warm-up test, where the release is a
+server slow at its first requests, --fake-cold-requests); the release that does not start
+is a script that exits 2 as vLLM does on an unknown flag. tests/integration/vllm/test_rollout.py
+runs real vLLM.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class Fleet:
     def own_server(self, host: str) -> dict[str, Any]:
         return {"name": f"fake-{host}", "port": self.ports[host], "model": str(self.model(host))}
 
-    def playbook(self, label: str, launcher: Path, extra_args: list[str]) -> Path:
+    def playbook(self, label: str, launcher: Path, extra_args: list[str], performance: Any = None) -> Path:
         task = {
             "name": "rollout",
             "run_once": True,
@@ -75,7 +76,7 @@ class Fleet:
                 "checkpoint_patch": {"kv_cache_dtype": "auto"},
                 "host_checkpoint_patch": {h: {"path": str(self.model(h))} for h in HOSTS},
                 "router": {"socket": str(self.lab.socket), "backend": self.lab.backend, "drain_timeout_s": 30},
-                "gates": {"golden": {"prompts": ["2 + 2 =", "Hello"], "max_tokens": 4}, "performance": None},
+                "gates": {"golden": {"prompts": ["2 + 2 =", "Hello"], "max_tokens": 4}, "performance": performance},
             },
         }
         path = self.work / f"rollout-{label}.yml"
@@ -121,8 +122,10 @@ def _broken(fleet: Fleet) -> Path:
     return script
 
 
-def _rollout(fleet: Fleet, rigger: Any, label: str, launcher: Path, extra_args: list[str]) -> tuple[Any, Any]:
-    run = rigger("run", str(fleet.playbook(label, launcher, extra_args)), "-i", str(fleet.inventory()),
+def _rollout(
+    fleet: Fleet, rigger: Any, label: str, launcher: Path, extra_args: list[str], performance: Any = None
+) -> tuple[Any, Any]:
+    run = rigger("run", str(fleet.playbook(label, launcher, extra_args, performance)), "-i", str(fleet.inventory()),
                  "--output", "jsonl", timeout_s=600)  # fmt: skip
     results = run.results("rollout")
     assert results and "rollout" in results[0]["data"], run.stdout[-3000:] + run.stderr[-3000:]
@@ -197,3 +200,24 @@ def test_a_good_release_patches_every_host_and_keeps_the_originals(fleet: Fleet,
         assert "kv_cache_scheme" not in config["quantization_config"]
         assert (fleet.model(host) / "config.json.rigger-orig").exists()
         assert fleet.state(host)["config_sha256"] != old[host]["config_sha256"]
+
+
+def test_the_performance_gate_warms_a_fresh_server_up_before_it_judges_it(fleet: Fleet, rigger: Any) -> None:
+    """The new server is slow while cold: its first 8 streamed requests (two load tests of 4)
+    wait 0.5 s for their first token, then it is as fast as the old one. With `warmup: 2`
+    those two load tests are the warm-up, in the journal and not judged: the gate passes on
+    every host. Measured cold, the median of the three samples would be a cold one, 0.5 s
+    against a baseline of milliseconds, and the canary would be rolled back."""
+    performance = {"requests": 4, "concurrency": 2, "max_tokens": 4, "repeats": 3, "warmup": 2,
+                   "relative": 0.9, "ttft_relative": 50.0, "confirmations": 0}  # fmt: skip
+    run, record = _rollout(fleet, rigger, "cold-start", LAUNCHER,
+                           ["--shutdown-timeout", "5", "--fake-cold-requests", "8"], performance)  # fmt: skip
+    assert run.rc == 0 and [t["outcome"] for t in record["hosts"]] == ["upgraded", "upgraded"], record
+    for turn in record["hosts"]:
+        steps = _steps(turn)
+        warm_before, warm_after = (i for i, name in enumerate(steps) if name == "warmed up")
+        assert warm_before < steps.index("measured before") < steps.index("changed") < warm_after, steps
+        cold = turn["steps"][warm_after]
+        assert min(cold["ttft_p50_s"]) >= 0.5, cold  # the release's two cold load tests, not judged
+        (gate,) = [g for g in turn["gates"] if g["gate"] == "performance"]
+        assert gate["passed"], gate
