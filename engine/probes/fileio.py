@@ -23,7 +23,8 @@ files of this file left by an interrupted write (owned by the writer or by the f
 owner) are removed by the next write. A backup copy keeps the original's owner and group
 and is never more readable than it.
 
-Other probes use this one through ``call("fileio", {"op": ...})``: ``read``, ``write``,
+Other probes use this one through ``call("fileio", {"op": ...})``: ``read``, ``follow``
+(the real path a link at the final name leads to, read-only), ``write``,
 ``backup``, ``mkdir``, ``touch``, ``symlink``/``hardlink`` (put a link in place),
 ``attrs`` (owner, group, mode, optionally recursive without following links),
 ``open_append`` (a descriptor for a log, same process) and ``rename`` (within one
@@ -243,6 +244,15 @@ def _resolve_final(path: str, follow: bool) -> tuple[int, str, str, os.stat_resu
         raise
     os.close(fd)
     raise Refused(f"refusing {path}: more than {MAX_LINK_HOPS} symlinks on the way")
+
+
+def follow_final(path: str) -> str:
+    """The real path of what ``path`` names, a symlink at the final name followed (a
+    module's ``follow: true``) by the rule above: another user's link only to that user's
+    own files. The target need not exist (a dangling link names where it would be)."""
+    fd, real, name, _ = _resolve_final(path, follow=True)
+    os.close(fd)
+    return f"{real.rstrip('/')}/{name}"
 
 
 # -- reading -----------------------------------------------------------------------------
@@ -500,7 +510,22 @@ def _set_attrs(fd: int, name: str, st: os.stat_result, uid: int, gid: int, mode_
         return
     wanted = mode_of(stat.S_IMODE(st.st_mode), stat.S_ISDIR(st.st_mode))
     if wanted != stat.S_IMODE(st.st_mode):
-        os.chmod(name, wanted, dir_fd=fd)  # not a link (checked above), so nothing followed
+        _chmod_same(fd, name, st, wanted)
+
+
+def _chmod_same(fd: int, name: str, st: os.stat_result, mode: int) -> None:
+    """chmod the entry ``name`` only while it is still ``st`` and not a link. Linux has no
+    lchmod and chmod follows links: the entry is opened O_PATH|O_NOFOLLOW, checked by
+    dev/ino, and changed through that descriptor, so a swap for a link after the lstat
+    (a user racing a recursive chmod in its own directory) changes nothing."""
+    entry = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+    try:
+        now = os.fstat(entry)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) or stat.S_ISLNK(now.st_mode):
+            raise Refused(f"refusing to change the mode of {name}: it was replaced while being changed")
+        os.chmod(f"/proc/self/fd/{entry}", mode)  # the open inode itself, never a link's target
+    finally:
+        os.close(entry)
 
 
 def set_attrs(path: str, uid: int, gid: int, mode_of: Any, recurse: bool) -> None:
@@ -578,6 +603,11 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         return {"entries": entries}
     if op == "judge_write":
         return {"refusal": write_refusal(path)}
+    if op == "follow":
+        try:
+            return {"real": follow_final(path), "refusal": None}
+        except Refused as exc:
+            return {"real": None, "refusal": str(exc)}
     if op == "backup":
         backup_copy(path, args["backup"])
         return {"backup": args["backup"]}

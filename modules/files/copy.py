@@ -78,13 +78,16 @@ def _tree(source: Path, dest: str) -> tuple[list[str], list[Content]]:
     return dirs, files
 
 
-def _into(ctx: TaskContext, dest: str, name: str) -> str:
-    """dest, or dest/name when dest is a directory (or ends with /)."""
-    facts = host_facts(ctx, [dest])["paths"][dest]
+def _into(ctx: TaskContext, dest: str, name: str, follow: bool) -> str:
+    """dest, or dest/name when dest is a directory (or ends with /); ``follow``: a link to
+    a directory (judged on the host) is that directory."""
+    facts = host_facts(ctx, [dest], follow_links=follow)["paths"][dest]
+    if facts.get("via_link") and facts.get("type") == "directory":
+        return f"{facts['path'].rstrip('/')}/{name}"
     return f"{dest.rstrip('/')}/{name}" if dest.endswith("/") or facts.get("type") == "directory" else dest
 
 
-def _host_source(ctx: TaskContext, src: str, dest: str) -> tuple[list[str], list[Content]]:
+def _host_source(ctx: TaskContext, src: str, dest: str, follow: bool) -> tuple[list[str], list[Content]]:
     """remote_src: a file or a directory tree on the host, read through the connection."""
     answer = host_facts(ctx, [src], follow=True, listing=src.rstrip("/") or "/")
     facts = answer["paths"][src]
@@ -92,7 +95,7 @@ def _host_source(ctx: TaskContext, src: str, dest: str) -> tuple[list[str], list
         raise TaskFailed(f"Source {src} not found")
     if facts["type"] != "directory":  # the guarded read refuses a FIFO, a device, a socket
         data = ctx.conn.read_file(src) or b""
-        return [], [Content(_into(ctx, dest, posixpath.basename(src)), data, int(facts["mode"], 8))]
+        return [], [Content(_into(ctx, dest, posixpath.basename(src), follow), data, int(facts["mode"], 8))]
     base = src.rstrip("/")
     root = dest.rstrip("/") if src.endswith("/") else f"{dest.rstrip('/')}/{posixpath.basename(base)}"
     listing = answer["listing"]
@@ -111,11 +114,11 @@ def _wanted(ctx: TaskContext, args: Mapping[str, Any]) -> tuple[list[str], list[
             raise TaskFailed(f"dest {dest} is a directory; content needs a file path")
         return [], [Content(dest, str(args["content"]).encode("utf-8"))]
     if args["remote_src"]:
-        return _host_source(ctx, args["src"], dest)
+        return _host_source(ctx, args["src"], dest, args["follow"])
     source = controller_file(ctx, args["src"], "files")
     if source.is_dir():
         return _tree(Path(f"{source}/") if args["src"].endswith("/") else source, dest)
-    return [], [Content(_into(ctx, dest, source.name), source.read_bytes())]
+    return [], [Content(_into(ctx, dest, source.name, args["follow"]), source.read_bytes())]
 
 
 def _dir_ops(ctx: TaskContext, dirs: list[str], args: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -53,6 +53,14 @@ SCHEMA = {
             "default": False,
             "description": "With state link/hard: replace an existing file (never a directory).",
         },
+        "follow": {
+            "type": "boolean",
+            "default": True,
+            "description": "With state file, directory or touch: a symlink at path is followed and "
+            "what it points to is changed (Ansible's default), judged like every link on the way: "
+            "another user's link leads only to that user's own files. false: the link itself "
+            "(owner and group; a link has no mode of its own).",
+        },
         "modification_time": {
             "type": "string",
             "enum": ["now", "preserve"],
@@ -173,9 +181,17 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         raise TaskFailed(f"state {state} needs src")
     paths = [path, args["src"]] if state == "hard" else [path]
     tree = {"path": path, "mode": parse_mode(args.get("mode"))} if state == "directory" and args["recurse"] else None
-    answer = host_facts(ctx, paths, owner=args.get("owner"), group=args.get("group"), tree=tree)
+    follow = args["follow"] and state in ("file", "directory", "touch")
+    answer = host_facts(ctx, paths, owner=args.get("owner"), group=args.get("group"), tree=tree, follow_links=follow)
     facts = answer["paths"][path]
     refuse_unsafe_write(facts)
+    if facts.get("via_link"):  # the link judged on the host: what it points to is the path
+        path = facts["path"]
+        if tree:
+            answer = host_facts(
+                ctx, [path], owner=args.get("owner"), group=args.get("group"), tree={**tree, "path": path}
+            )
+            facts = answer["paths"][path]
     attrs = Attrs.wanted(args, answer)
     if state == "directory":
         change = _plan_directory(path, facts, attrs, args, answer.get("tree_mismatches"))

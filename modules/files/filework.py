@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,14 @@ CONTENT_PROPERTIES: dict[str, Any] = {
         "type": "boolean",
         "default": False,
         "description": "Keep the previous version beside the file as PATH.TIMESTAMP.bak.",
+    },
+    "follow": {
+        "type": "boolean",
+        "default": False,
+        "description": "A symlink at the destination is followed and the file it points to is "
+        "written (the link is judged like every link on the way: another user's link leads only "
+        "to that user's own files). false: a link there fails the task, it is never written "
+        "through nor read.",
     },
     "validate": {
         "type": "string",
@@ -75,12 +83,17 @@ def host_facts(
     group: str | None = None,
     checksum: str | None = None,
     follow: bool = False,
+    follow_links: bool = False,
     tree: Mapping[str, Any] | None = None,
     listing: str | None = None,
 ) -> dict[str, Any]:
     """One round trip: facts about ``paths`` and the ids ``owner``/``group`` name;
-    ``listing``: also the directories and files under that directory."""
+    ``listing``: also the directories and files under that directory; ``follow_links``
+    (a module's ``follow: true``): a path that is a symlink answers the facts of what it
+    leads to, judged by the write rule, with ``via_link`` naming the link."""
     request: dict[str, Any] = {"paths": list(paths), "owner": owner, "group": group, "follow": follow}
+    if follow_links:
+        request["follow_links"] = True
     if listing:
         request["list"] = listing
     if checksum:
@@ -184,7 +197,8 @@ class Attrs:
         if self.group is not None and facts["gid"] != self.gid:
             found.append(Diff(f"{path} (group)", f"{facts['group'] or facts['gid']}\n", f"{self.group}\n"))
         mode = self.mode_of(facts)
-        if with_mode and mode is not None and int(facts["mode"], 8) != mode:
+        # a link has no mode of its own (chmod would change its target): never a difference
+        if with_mode and mode is not None and facts["type"] != "link" and int(facts["mode"], 8) != mode:
             found.append(Diff(f"{path} (mode)", f"{facts['mode']}\n", f"{mode:04o}\n"))
         return found
 
@@ -264,9 +278,20 @@ def _written_mode(attrs: Attrs, content: Content, previous: bytes | None) -> int
 def plan_content(ctx: TaskContext, args: Mapping[str, Any], content: Content, verb: str) -> Change | None:
     """The change that puts the content at its dest with the asked owner/group/mode, or None."""
     dest, wanted = content.dest, content.data
-    answer = host_facts(ctx, [dest], owner=args.get("owner"), group=args.get("group"))
+    answer = host_facts(
+        ctx, [dest], owner=args.get("owner"), group=args.get("group"), follow_links=bool(args.get("follow"))
+    )
     facts = answer["paths"][dest]
     refuse_unsafe_write(facts)
+    via = ""
+    if facts.get("via_link"):  # follow: true, the link judged on the host: its target is the file
+        dest, content = facts["path"], replace(content, dest=facts["path"])
+        via = f" (through the link {facts['via_link']})"
+    if facts.get("exists") and facts["type"] == "link":
+        raise TaskFailed(
+            f"{dest} is a symlink (-> {facts['link_target']}); rigger does not write through a link: "
+            "set follow: true to write the file it points to, or name that file"
+        )
     if facts.get("exists") and facts["type"] != "file":
         raise TaskFailed(f"{dest} exists and is not a regular file ({facts['type']})")
     attrs = Attrs.wanted(args, answer)
@@ -281,7 +306,7 @@ def plan_content(ctx: TaskContext, args: Mapping[str, Any], content: Content, ve
         diffs += attrs.diffs(dest, facts)
     if not diffs:
         return None
-    summary = f"{verb} {dest}" if current != wanted else f"set attributes of {dest}"
+    summary = (f"{verb} {dest}" if current != wanted else f"set attributes of {dest}") + via
     payload = {"dest": dest, "data": wanted, "previous": current, "attrs": attrs, "identity": identity(facts)}
     return Change(
         summary=summary,

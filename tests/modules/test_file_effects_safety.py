@@ -181,6 +181,108 @@ result = {"shown": shown, "secret": open("/root/secret").read(), "is_link": os.p
     assert (result["is_link"], result["content"]) == (False, "setting=1\n")
 
 
+FOLLOW_SETUP = (
+    WRITE_SETUP
+    + """
+write("/root/app/app.conf", "old=1\\n")
+os.makedirs("/srv/etc")
+os.symlink("/root/app/app.conf", "/srv/etc/app.conf")  # root's own link: trusted, as the kernel trusts it
+os.symlink("/root/.ssh/authorized_keys", "/home/u/keys")  # u's link to root's file
+os.lchown("/home/u/keys", 4242, 4242)
+write("/home/u/own.conf", "u=1\\n")
+os.chown("/home/u/own.conf", 4242, 4242)
+os.symlink("/home/u/own.conf", "/home/u/own-link")  # u's link to u's own file
+os.lchown("/home/u/own-link", 4242, 4242)
+
+def seen(path):
+    return {"is_link": os.path.islink(path), "target": open(os.path.realpath(path)).read(),
+            "mode": oct(os.stat(path).st_mode & 0o7777)}
+"""
+)
+
+FOLLOWED_WRITES = {
+    "copy content": ("copy", {"content": "new=2\n"}),
+    "template": ("template", {"src": "/opt/tpl.j2"}),
+    "lineinfile": ("lineinfile", {"line": "new=2"}),
+    "blockinfile": ("blockinfile", {"block": "new=2"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FOLLOWED_WRITES))
+def test_follow_true_writes_what_a_judged_link_points_to_and_only_then(case):
+    """`follow: true` (Ansible's copy/template `follow`): root's own link is followed and
+    its target written, the link stays; another user's link to root's file is refused in
+    the plan and at apply; that user's link to its own file is followed. Without follow a
+    link fails the task naming `follow: true`, and its target is neither written nor read
+    into the message. Real: the modules and probes on the local connection, the kernel's
+    links, in the decoy namespace. Red before: `follow` was an unknown argument (exit 4)."""
+    module, extra = FOLLOWED_WRITES[case]
+    key = "path" if module in ("lineinfile", "blockinfile") else "dest"
+    result = run_in_decoy_namespace(
+        FOLLOW_SETUP
+        + f"""
+before = root_side()
+args = {extra!r}
+planned = plan({module!r}, {{**args, {key!r}: "/srv/etc/app.conf", "follow": True}})
+followed = converge({module!r}, {{**args, {key!r}: "/srv/etc/app.conf", "follow": True}})
+again = converge({module!r}, {{**args, {key!r}: "/srv/etc/app.conf", "follow": True}})
+app = seen("/srv/etc/app.conf")
+unfollowed = converge({module!r}, {{**args, {key!r}: "/srv/etc/app.conf"}})
+app_after = seen("/srv/etc/app.conf")
+escape_plan = plan({module!r}, {{**args, {key!r}: "/home/u/keys", "follow": True}})
+escape = converge({module!r}, {{**args, {key!r}: "/home/u/keys", "follow": True}})
+own = converge({module!r}, {{**args, {key!r}: "/home/u/own-link", "follow": True}})
+result = {{"planned": planned, "followed": followed, "again": again, "app": app, "unfollowed": unfollowed,
+          "app_after": app_after, "escape_plan": escape_plan, "escape": escape, "keys": before == root_side(),
+          "own": own, "own_seen": seen("/home/u/own-link")}}
+"""
+    )
+    assert result["planned"]["status"] == "change", result["planned"]
+    assert "/root/app/app.conf (through the link /srv/etc/app.conf)" in result["planned"]["msg"]
+    assert result["followed"]["status"] == "changed", result["followed"]
+    assert result["again"]["status"] == "unchanged", result["again"]
+    assert result["app"]["is_link"], "the link was replaced, not followed"
+    assert ("attacker-key 2" if module == "template" else "new=2") in result["app"]["target"], result["app"]
+    # without follow: refused, naming what to do; the target is not in the message
+    assert result["unfollowed"]["status"] == "failed" and "follow: true" in result["unfollowed"]["msg"]
+    assert "old=1" not in result["unfollowed"]["msg"] and result["app_after"] == result["app"]
+    for outcome in (result["escape_plan"], result["escape"]):
+        assert outcome["status"] == "failed" and "symlink owned by uid 4242" in outcome["msg"], outcome
+    assert result["keys"], "root's files changed through u's link"
+    assert result["own"]["status"] == "changed", result["own"]
+    assert result["own_seen"]["is_link"]
+
+
+def test_file_follows_a_judged_link_by_default_as_ansible_and_a_link_has_no_mode():
+    """`file` follows a link at path by default (Ansible's follow: true): the mode of root's
+    link's target is set, once; another user's link to root's file is refused; with
+    `follow: false` the link itself is the path: a link has no mode, so asking one is no
+    change (it was planned forever before: the link's 0777 never matched). Real: the file
+    module and fileio on the local connection, in the decoy namespace."""
+    result = run_in_decoy_namespace(
+        FOLLOW_SETUP
+        + """
+before = root_side()
+followed = converge("file", {"path": "/srv/etc/app.conf", "mode": "0640"})
+again = converge("file", {"path": "/srv/etc/app.conf", "mode": "0640"})
+unfollowed = converge("file", {"path": "/srv/etc/app.conf", "mode": "0600", "follow": False})
+escape = converge("file", {"path": "/home/u/keys", "mode": "0666"})
+touched = converge("file", {"path": "/home/u/keys", "state": "touch"})
+result = {"followed": followed, "again": again, "unfollowed": unfollowed, "escape": escape, "touched": touched,
+          "app": seen("/srv/etc/app.conf"), "root_same": before == root_side(),
+          "keys_mode": oct(os.stat("/root/.ssh/authorized_keys").st_mode & 0o777)}
+"""
+    )
+    assert result["followed"]["status"] == "changed", result["followed"]
+    assert "/root/app/app.conf" in result["followed"]["msg"]
+    assert result["app"]["mode"] == "0o640" and result["app"]["is_link"]
+    assert result["again"]["status"] == "unchanged", result["again"]
+    assert result["unfollowed"]["status"] == "unchanged", result["unfollowed"]
+    for outcome in (result["escape"], result["touched"]):
+        assert outcome["status"] == "failed" and "symlink owned by uid 4242" in outcome["msg"], outcome
+    assert result["root_same"] and result["keys_mode"] != "0o666"
+
+
 def test_plan_file_and_log_never_write_through_a_planted_link():
     """Broken before: `rigger plan -o` opened the predictable `.NAME.PID.tmp` without
         O_EXCL|O_NOFOLLOW, so a link planted there made it overwrite the link's target; a
@@ -311,3 +413,31 @@ result = {"planned": planned, "done": done, "root": root, "slash": slash, "owner
         assert result[phase]["status"] == "failed" and "another filesystem" in result[phase]["msg"], result[phase]
     assert result["root"]["status"] == "failed" and "another filesystem" in result["root"]["msg"], result["root"]
     assert result["slash"]["status"] == "changed" and result["app_mode"] == "0o750", result["slash"]
+
+
+def test_an_entry_swapped_for_a_link_after_its_lstat_keeps_the_targets_mode(tmp_path):
+    """A recursive chmod lstats an entry, then changes it; a user racing it in its own
+    directory swaps the entry for a link to a file it wants opened up. Linux chmod follows
+    links, so changing it by name gave the link's target the mode (red before: the victim
+    became 0666). The swap is made deterministic here by calling the step with the stale
+    lstat. Real: fileio's step, the kernel's O_PATH and links, files under tmp_path only."""
+    import os
+
+    from engine.probes import fileio
+
+    victim = tmp_path / "victim"
+    victim.write_text("secret\n")
+    victim.chmod(0o600)
+    (tmp_path / "tree").mkdir()
+    entry = tmp_path / "tree" / "entry"
+    entry.write_text("mine\n")
+    stale = os.lstat(entry)
+    entry.unlink()
+    entry.symlink_to(victim)
+    directory = os.open(tmp_path / "tree", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(fileio.Refused, match="replaced while being changed"):
+            fileio._set_attrs(directory, "entry", stale, -1, -1, lambda current, is_dir: 0o666)
+    finally:
+        os.close(directory)
+    assert victim.stat().st_mode & 0o777 == 0o600

@@ -34,9 +34,16 @@ def _name(lookup: Callable[[int], Any], ident: int) -> str | None:
         return None
 
 
-def _checksum(path: str, algorithm: str) -> str:
+def _checksum(path: str, algorithm: str, follow: bool) -> str:
+    """The digest of the regular file at ``path``. Opened non-blocking (and, unfollowed,
+    O_NOFOLLOW) and checked again after the open: a FIFO swapped in after the stat is
+    refused, never waited on."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    handle = os.fdopen(os.open(path, flags), "rb")
     digest = hashlib.new(algorithm)
-    with open(path, "rb") as handle:
+    with handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ValueError(f"{path} is no longer a regular file")
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -72,7 +79,7 @@ def _facts(path: str, follow: bool, checksum: str | None) -> dict[str, Any]:
         facts["link_target"] = os.readlink(path)
         facts["link_source"] = os.path.realpath(path)
     if kind == "file" and checksum:
-        facts["checksum"] = _checksum(path, checksum)
+        facts["checksum"] = _checksum(path, checksum, follow)
     return facts
 
 
@@ -132,13 +139,27 @@ def _listing(root: str) -> dict[str, Any]:
     return {"dirs": dirs, "files": files}
 
 
+def _followed(path: str, facts: dict[str, Any], checksum: str | None) -> dict[str, Any]:
+    """A module's ``follow: true``: the facts of what the link at ``path`` leads to, found
+    by the guarded walk (another user's link only to that user's own files), with
+    ``via_link``; a link the walk refuses answers its ``write_refusal``."""
+    answer = call("fileio", {"op": "follow", "path": path})
+    if answer["refusal"]:
+        return {**facts, "write_refusal": answer["refusal"]}
+    real = answer["real"]
+    return {**_facts(real, False, checksum), "via_link": path, "link_target": facts["link_target"]}
+
+
 def main(args: dict[str, Any]) -> dict[str, Any]:
     follow = bool(args.get("follow", False))
     checksum = args.get("checksum")
     unresolved: list[str] = []
     answer: dict[str, Any] = {"paths": {p: _facts(p, follow, checksum) for p in args.get("paths", [])}}
     for path, facts in answer["paths"].items():  # what the guarded write would refuse, shown in the plan
-        facts["write_refusal"] = call("fileio", {"op": "judge_write", "path": path})["refusal"]
+        facts["write_refusal"] = call("fileio", {"op": "judge_write", "path": facts["path"]})["refusal"]
+        if args.get("follow_links") and facts.get("type") == "link" and not facts["write_refusal"]:
+            answer["paths"][path] = facts = _followed(path, facts, checksum)
+            facts.setdefault("write_refusal", call("fileio", {"op": "judge_write", "path": facts["path"]})["refusal"])
     answer["unresolved"] = unresolved
     answer["umask"] = call("file_mode", {})["umask"]
     answer["uid"] = _resolve(pwd.getpwnam, args.get("owner"), "user", unresolved)
