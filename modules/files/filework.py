@@ -8,6 +8,7 @@ resolved again before apply touches anything, so an unknown user changes nothing
 
 from __future__ import annotations
 
+import secrets
 import shlex
 import time
 from collections.abc import Mapping, Sequence
@@ -319,7 +320,7 @@ def plan_content(ctx: TaskContext, args: Mapping[str, Any], content: Content, ve
 
 def _validate(ctx: TaskContext, command: str, dest: str, data: bytes) -> None:
     parent, _, base = dest.rpartition("/")
-    temp = f"{parent}/.{base}.rigger-validate-{time.monotonic_ns()}"
+    temp = f"{parent}/.{base}.rigger-validate-{secrets.token_hex(8)}"  # not guessable ahead
     ctx.conn.write_file(temp, data, mode=0o600)
     try:
         result = ctx.conn.run(shlex.split(command.replace("%s", shlex.quote(temp))), check=False)
