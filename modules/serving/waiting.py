@@ -180,12 +180,17 @@ def wait_ready(
     seen = _Seen(LogFollower([]), [])
     offset, stage = 0, "none"
     started = clock()
-    last_report, last_phase = started, None
+    last_report, reported_phases = started, 0
     while True:
         answer = conn.run_probe("vllm_wait", _probe_args(target, offset, stage))
         offset, stage = int(answer["offset"]), str(answer["stage"])
         elapsed = clock() - started
         new_lines = seen.feed(str(answer["log_text"]), stage, elapsed)
+        # every phase entered since the last poll gets its own line, even when one poll passed
+        # through several (a small model loads its weights between two polls)
+        entered, reported_phases = seen.phases[reported_phases:], len(seen.phases)
+        for phase, at in entered:
+            progress(f"vLLM {phase}, {STAGE_NAMES[stage]} ({at:.0f}s)")
         verdict = _verdict(conn, target, answer, seen, new_lines, elapsed)
         if verdict is not None:
             return verdict
@@ -196,8 +201,8 @@ def wait_ready(
             doing = f"{STAGE_NAMES[stage]}: {answer['detail']}"
             return _failed(seen, elapsed, f"not ready after {target.timeout_s:g}s ({doing})", None)
         now = clock()
-        phase = seen.follower.phase
-        if phase != last_phase or now - last_report >= PROGRESS_EVERY_S:
-            progress(f"vLLM {phase or 'starting'}, {STAGE_NAMES[stage]} ({elapsed:.0f}s)")
-            last_report, last_phase = now, phase
+        if not entered and now - last_report >= PROGRESS_EVERY_S:
+            progress(f"vLLM {seen.follower.phase or 'starting'}, {STAGE_NAMES[stage]} ({elapsed:.0f}s)")
+        if entered or now - last_report >= PROGRESS_EVERY_S:
+            last_report = now
         sleep(POLL_S)

@@ -150,6 +150,17 @@ def test_ready_after_all_three_stages_with_phases_reported() -> None:
     assert any("waiting for" in line for line in progress)
 
 
+def test_every_phase_gets_a_progress_line_even_when_one_poll_passes_several() -> None:
+    # The whole recorded start-up arrives in one poll, as it does for a small model: each
+    # phase it went through is still reported, not only the last one.
+    conn = replay([answer("\n".join(CPU_LOG) + "\n", stage="health"), answer("", stage="completion")])
+    ready, progress = run_wait(conn)
+    assert ready.ready
+    reported = [line.split(",")[0].removeprefix("vLLM ") for line in progress]
+    assert reported == phases_in_order(CPU_LOG), progress
+    assert "loading weights" in reported and "API up" in reported
+
+
 def test_timeout_says_which_stage_it_was_waiting_for() -> None:
     conn = replay([answer("x\n", stage="health") for _ in range(20)])
     ready, _ = run_wait(conn, timeout_s=5)
