@@ -156,9 +156,11 @@ def _walk_dir(path: str, create: bool, mode: int, confined: Confined) -> tuple[i
             try:
                 st = os.stat(part, dir_fd=fd, follow_symlinks=False)
             except FileNotFoundError:
+                # judged before the answer "missing": a create here would be refused, so the
+                # plan of a write below a missing directory says so too (write_refusal)
+                _check_confined(os.fstat(fd), "/" + "/".join(real), confined)
                 if not create:
                     raise FileNotFoundError(errno.ENOENT, f"{where} does not exist") from None
-                _check_confined(os.fstat(fd), "/" + "/".join(real), confined)
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, mode, dir_fd=fd)
                 st = os.stat(part, dir_fd=fd, follow_symlinks=False)
