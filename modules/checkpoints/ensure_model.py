@@ -32,6 +32,7 @@ from modules.checkpoints.manifest import (
     MANIFEST_NAME,
     Listing,
     Manifest,
+    UnsafeName,
     human_bytes,
     is_commit,
 )
@@ -145,12 +146,25 @@ def _manifest_path(args: Mapping[str, Any]) -> str:
     return posixpath.join(args["local_dir"], MANIFEST_NAME)
 
 
+def refuse_unsafe_local_dir(ctx: TaskContext, args: Mapping[str, Any]) -> None:
+    """Fail in the plan (check mode too) when local_dir is reached through a link another
+    user made or is not absolute: the download would write wherever that link points. Judged
+    by the guarded write primitive, as every file module judges its path."""
+    where = _manifest_path(args)
+    refusal = ctx.conn.run_probe("path_info", {"paths": [where]})["paths"][where]["write_refusal"]
+    if refusal:
+        raise TaskFailed(f"refusing local_dir {args['local_dir']}: {refusal}")
+
+
 def read_manifest(ctx: TaskContext, args: Mapping[str, Any]) -> Manifest | None:
     try:
         data = ctx.conn.read_file(_manifest_path(args))
     except OSError as exc:
         raise TaskFailed(f"cannot read {_manifest_path(args)}: {exc.strerror or exc}") from exc
-    return None if data is None else Manifest.parse(data)
+    try:
+        return None if data is None else Manifest.parse(data)
+    except UnsafeName as exc:
+        raise TaskFailed(f"{_manifest_path(args)}: {exc}; remove the manifest to verify against the hub") from None
 
 
 def hub_listing(ctx: TaskContext, args: Mapping[str, Any]) -> Listing:
@@ -161,7 +175,10 @@ def hub_listing(ctx: TaskContext, args: Mapping[str, Any]) -> Listing:
         "ignore_patterns": args["ignore_patterns"],
     }
     answer = ctx.conn.run_probe_under(args["python"], "model_hub_list", probe_args, timeout_s=ctx.timeout_s or 300)
-    return Listing.from_probe(answer)
+    try:
+        return Listing.from_probe(answer)
+    except UnsafeName as exc:
+        raise TaskFailed(f"{args['repo_id']}@{args['revision']}: {exc}; nothing was downloaded") from None
 
 
 def expected_files(
@@ -241,6 +258,7 @@ def _unverified(args: Mapping[str, Any], reason: str) -> Change:
 
 
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
+    refuse_unsafe_local_dir(ctx, args)
     manifest = read_manifest(ctx, args)
     try:
         expected = expected_files(ctx, args, manifest, check_mode=bool(ctx.vars.get("ansible_check_mode")))

@@ -3,6 +3,11 @@
 ``<local_dir>/.rigger-manifest.json`` holds the repository, the requested revision, the
 commit it resolved to, the file patterns, and every file's size and hub hashes (sha256
 for LFS files, the git blob id for the rest).
+
+Every file name, from the hub's listing or from a manifest on disk, must be a plain
+relative POSIX path (``repo_name_problem``): a name that could leave ``local_dir`` is
+refused before anything is read or downloaded by it (the host's huggingface_hub may be
+too old to check).
 """
 
 from __future__ import annotations
@@ -30,6 +35,40 @@ def human_bytes(count: float) -> str:
     raise AssertionError("unreachable")
 
 
+class UnsafeName(ValueError):
+    """A repository file name that is not a plain relative path; the message says why."""
+
+
+def repo_name_problem(name: object) -> str | None:
+    """Why ``name`` is not a plain relative POSIX path inside the model directory, or None.
+
+    Refused: not a string, empty, absolute, an empty, ``.`` or ``..`` segment (``a//b``,
+    ``a/``, ``./a``, ``../a``), a backslash (a separator on Windows, an escape on some
+    mirrors) or a NUL byte."""
+    if not isinstance(name, str):
+        return f"not a string ({type(name).__name__})"
+    if not name:
+        return "it is empty"
+    if "\0" in name:
+        return "it contains a NUL byte"
+    if "\\" in name:
+        return "it contains a backslash"
+    if name.startswith("/"):
+        return "it is absolute"
+    for segment in name.split("/"):
+        if segment in ("", ".", ".."):
+            return f"it has {'an empty' if not segment else repr(segment)} path segment"
+    return None
+
+
+def check_names(files: Sequence[HubFile]) -> None:
+    """Raise UnsafeName for the first file whose name could leave the model directory."""
+    for f in files:
+        problem = repo_name_problem(f.name)
+        if problem is not None:
+            raise UnsafeName(f"refusing the repository file name {f.name!r}: {problem} (not a plain relative path)")
+
+
 @dataclass(frozen=True)
 class HubFile:
     name: str
@@ -47,6 +86,9 @@ class Listing:
 
     commit: str
     files: tuple[HubFile, ...]
+
+    def __post_init__(self) -> None:  # the one way a file list reaches the module
+        check_names(self.files)
 
     @property
     def total_bytes(self) -> int:
@@ -73,6 +115,9 @@ class Manifest:
     ignore_patterns: tuple[str, ...]
     files: tuple[HubFile, ...]
     verified: str
+
+    def __post_init__(self) -> None:  # a manifest on disk may have been edited by anyone
+        check_names(self.files)
 
     @property
     def listing(self) -> Listing:
@@ -128,5 +173,7 @@ class Manifest:
                 files=tuple(HubFile(**f) for f in body["files"]),
                 verified=body["verified"],
             )
+        except UnsafeName:
+            raise  # not ignored: a manifest naming a path outside local_dir fails the task
         except (ValueError, KeyError, TypeError, AttributeError):
             return None

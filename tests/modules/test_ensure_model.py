@@ -22,7 +22,15 @@ from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
 from engine.module_api import TaskContext, TaskFailed, Unchanged
 from modules.checkpoints import ensure_model as mod
-from modules.checkpoints.manifest import HubFile, Listing, Manifest, human_bytes, is_commit
+from modules.checkpoints.manifest import (
+    HubFile,
+    Listing,
+    Manifest,
+    UnsafeName,
+    human_bytes,
+    is_commit,
+    repo_name_problem,
+)
 
 COMMIT = "2c06be8556499af9ac04bf57a2f9e9bbd5519f7d"
 
@@ -161,6 +169,43 @@ def hub_args(tmp_path: Path, python: str, endpoint: str | None = None) -> dict[s
         "endpoint": endpoint,
         "reserve_free_mib": 1,
     }
+
+
+UNSAFE_NAMES = ["", "/etc/cron.d/x", "../x", "a/../../x", "a//b", "a/", "./a", "a/./b", "a\\b", "a\0b", 7]
+
+
+@pytest.mark.parametrize("name", UNSAFE_NAMES, ids=repr)
+def test_a_file_name_that_could_leave_local_dir_is_refused_from_the_hub_and_from_a_manifest(name: object) -> None:
+    """Real: the manifest and listing code. A hub (or a mirror, or an edited manifest) naming a
+    path outside local_dir is refused before anything is read or downloaded by that name."""
+    assert repo_name_problem(name) is not None
+    entry = {"name": name, "size": 1, "sha256": None, "blob_id": "c" * 40}
+    with pytest.raises(UnsafeName, match="not a plain relative path"):
+        Listing.from_probe({"commit": COMMIT, "files": [entry]})
+    body = {"format": 1, "repo_id": "o/r", "revision": COMMIT, "commit": COMMIT, "allow_patterns": [],
+            "ignore_patterns": [], "files": [entry], "verified": "size"}  # fmt: skip
+    with pytest.raises(UnsafeName):
+        Manifest.parse(json.dumps(body).encode())
+
+
+def test_plain_names_in_subdirectories_are_kept() -> None:
+    for name in ("config.json", "a/b/model-00001-of-00119.safetensors", ".gitattributes", "a..b", "..a"):
+        assert repo_name_problem(name) is None, name
+
+
+def test_a_manifest_on_disk_naming_a_path_outside_local_dir_fails_the_plan(tmp_path: Path) -> None:
+    """Real: the module's plan on the local connection, a manifest file written as an edited
+    one would be. Failing (not ignoring the manifest) keeps the bad name in front of the operator."""
+    args = hub_args(tmp_path, sys.executable, "http://127.0.0.1:9")
+    listing = Listing(COMMIT, (HubFile("config.json", 2, None, "c" * 40),))
+    body = json.loads(Manifest.build({**args, "revision": COMMIT}, listing, "size").to_json())
+    body["files"][0]["name"] = "../../etc/cron.d/job"
+    Path(args["local_dir"]).mkdir()
+    (Path(args["local_dir"]) / ".rigger-manifest.json").write_text(json.dumps(body))
+    ctx = TaskContext("localhost", ScopedConnection(LocalConnection()).planning(), {}, {"ansible_check_mode": True})
+    bad_name = r"refusing the repository file name .../../etc/cron.d/job.*remove the manifest"
+    with pytest.raises(TaskFailed, match=bad_name):
+        mod.plan(ctx, {**args, "revision": COMMIT})
 
 
 def test_host_python_without_huggingface_hub_fails_with_a_hint(tmp_path: Path) -> None:

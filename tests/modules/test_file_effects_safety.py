@@ -131,8 +131,15 @@ WRITES_THROUGH_A_USERS_LINK = {
     "template": ("template", {"src": "/opt/tpl.j2", "dest": KEYS}),
     "file touch": ("file", {"path": "/home/u/.ssh/planted", "state": "touch"}),
     "file directory": ("file", {"path": "/home/u/drop/newdir", "state": "directory"}),
+    "file directories": ("file", {"path": "/home/u/drop/new/deeper", "state": "directory"}),
     "file mode": ("file", {"path": KEYS, "state": "file", "mode": "0666"}),
     "file link": ("file", {"path": "/home/u/.ssh/id_link", "state": "link", "src": "/etc/shadow"}),
+    # refused before the hub is asked (nothing listens on the endpoint): the download would
+    # have written the model, and its manifest, into the root-only directory
+    "ensure_model": (
+        "ensure_model",
+        {"repo_id": "o/r", "local_dir": "/home/u/drop/m", "endpoint": "http://127.0.0.1:9"},
+    ),
 }
 
 
