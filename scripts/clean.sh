@@ -8,9 +8,10 @@
 # system: the SSH lab's users (rigger-ssh, rigger-nosudo, rigger-pw, with their homes),
 # /etc/sudoers.d/rigger-tests, this checkout's fake NVML builds
 # (/tmp/rigger-fake-nvml-TAG-*, TAG: this checkout's path hashed, as fakenvml.py names them;
-# another checkout's builds are left: a test run there may be loading one), the test
-# sessions' lock directories (/tmp/rigger-test-state-*) and the homes older test runs made
-# (/tmp/rigger-test-home-*).
+# another checkout's builds are left: a test run there may be loading one), and this
+# checkout's test sessions' lock directories (/tmp/rigger-test-state-*) that a killed
+# session left: the ones recorded in .cache/rigger-test-dirs when they were made (another
+# checkout's or another user's are never touched).
 # Left alone: apt packages (openssh-server, sudo, gcc, git, git-lfs, python3-venv...),
 # which may have been there before; remove them with apt-get if you want.
 set -euo pipefail
@@ -61,11 +62,22 @@ if [ -f "$LOCK" ] && [ ! -L "$LOCK" ]; then
     fi
 fi
 
-# 3. This checkout's venvs and the demo's tiny model.
+# 3. This checkout's test sessions' lock directories, as recorded when made: only a
+#    directory (not a link) named as tests/fakes/isolated_home.py names them, still there.
+TEST_DIRS_RECORD=.cache/rigger-test-dirs
+if [ -f "$TEST_DIRS_RECORD" ] && [ ! -L "$TEST_DIRS_RECORD" ]; then
+    while IFS= read -r made; do
+        case "$made" in /tmp/rigger-test-state-*) ;; *) continue ;; esac
+        [[ "$made" != */../* ]] && [ -d "$made" ] && [ ! -L "$made" ] && remove "$made"
+    done < "$TEST_DIRS_RECORD"
+    remove "$TEST_DIRS_RECORD"
+fi
+
+# 4. This checkout's venvs and the demo's tiny model.
 remove .venv .venv-vllm .venv-olah .venv-ansible .cache/demo
 [ -n "$DRY" ] || rmdir .cache 2>/dev/null || true
 
-# 4. What the test suite made on the system (root only).
+# 5. What the test suite made on the system (root only).
 if [ "$(id -u)" -ne 0 ]; then
     echo "not root: the SSH lab's users and $SUDOERS_FILE (if any) are left; run as root to remove them"
     exit 0
@@ -80,4 +92,4 @@ done
 remove "$SUDOERS_FILE"
 shopt -s nullglob
 CHECKOUT_TAG="$(printf '%s' "$(pwd -P)" | sha256sum | cut -c1-8)"
-remove "/tmp/rigger-fake-nvml-$CHECKOUT_TAG-"* /tmp/rigger-test-home-* /tmp/rigger-test-state-*
+remove "/tmp/rigger-fake-nvml-$CHECKOUT_TAG-"*

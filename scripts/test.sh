@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Set up what the tests need, then run them. Used by .ci/run and by developers alike:
-#   bash scripts/test.sh [pytest args]        e.g. bash scripts/test.sh tests/unit
+#   bash scripts/test.sh                      everything: every set-up step, lint, fast tier, slow tier
+#   bash scripts/test.sh PATH... [ARGS]       only the set-up steps PATH's tests need
+#                                             (scripts/ci/needs.txt), then pytest PATH... ARGS
 # Everything Python goes into venvs in this checkout, never into the system python:
 # .venv (rigger + dev tools; the same venv scripts/demo.sh makes), .venv-vllm, .venv-olah.
 # Idempotent: what is installed is not installed again (a second run's set-up takes
@@ -14,32 +16,43 @@ export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
 VENV=.venv
 setup_started=$SECONDS
 
+paths=()
+for arg in "$@"; do
+    [[ "$arg" != -* ]] && [ -e "${arg%%::*}" ] && paths+=("${arg%%::*}")
+done
+[ "${#paths[@]}" -gt 0 ] || paths=(tests)
+mapfile -t steps < <(needed_steps "${paths[@]}")
+
 echo "== python venv ($VENV)"
 make_venv "$VENV"
 install_rigger_dev "$VENV"  # again only when pyproject.toml changed
 # The setup scripts install for this interpreter (PYTHON), not the system's.
 export PYTHON="$PWD/$VENV/bin/python"
-for setup in scripts/ci/setup_*.sh; do
-    [ -f "$setup" ] || continue
-    echo "== $setup"
-    bash "$setup"
+for step in "${steps[@]}"; do
+    echo "== scripts/ci/setup_$step.sh"
+    bash "scripts/ci/setup_$step.sh"
 done
-echo "== set-up took $((SECONDS - setup_started))s"
-
-echo "== lint"
-bash scripts/lint.sh  # with PYTHON (exported above): the venv's ruff, mypy, vulture
+echo "== set-up took $((SECONDS - setup_started))s (steps: ${steps[*]})"
 
 PYTEST=("$VENV/bin/python" -m pytest -q -p no:cacheprovider --durations=30)
 if [ "$#" -gt 0 ]; then
     echo "== pytest $*"
     exec "${PYTEST[@]}" "$@"
 fi
+
+echo "== lint"
+bash scripts/lint.sh  # with PYTHON (exported above): the venv's ruff, mypy, vulture
+
 # Everything: the fast tier on both cores (it holds in parallel, issue 24), then the slow
-# tier alone (real vLLM servers and load tests share the 2 cores with nothing else). Both
-# run even when the first fails; --durations: CI has 90 minutes, its log names the slowest.
+# tier on both cores too, in parts that share no resource (tests/conftest.py's
+# SLOW_PARTS: the real vLLM servers one after another on one worker, the SSH, hub, package
+# and differential files beside them). Both tiers run even when the first fails;
+# --durations: CI has 90 minutes, its log names the slowest; tests/time_budget.py fails a
+# test that takes longer than its budget without being listed there.
+export RIGGER_TIME_BUDGET=enforce
 echo "== pytest: fast tier (-n 2)"
 fast=0; "${PYTEST[@]}" -m "not slow" -n 2 || fast=$?
-echo "== pytest: slow tier"
-slow=0; "${PYTEST[@]}" -m slow || slow=$?
+echo "== pytest: slow tier (-n 2, one part per worker at a time)"
+slow=0; "${PYTEST[@]}" -m slow -n 2 --dist loadgroup || slow=$?
 echo "== pytest: fast tier exit $fast, slow tier exit $slow"
 [ "$fast" -eq 0 ] && [ "$slow" -eq 0 ]

@@ -16,6 +16,8 @@ import pytest
 from cli_in_process import run_cli, run_cli_process
 from isolated_home import own_run_lock
 
+from tests.time_budget import over_budget
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -62,10 +64,17 @@ def run_rigger(
 
 
 def run_rigger_process(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout_s: float = 300
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 300,
+    own_network: bool = False,
 ) -> RiggerRun:
-    """Run the real CLI as a user does, ``python -m engine.cli``, in a process of its own."""
-    outcome = run_cli_process(args, cwd=cwd, env={**_cli_env(), **(env or {})}, timeout_s=timeout_s)
+    """Run the real CLI as a user does, ``python -m engine.cli``, in a process of its own
+    (with ``own_network``: in a network namespace where nothing listens, tests/fakes/own_network.py)."""
+    outcome = run_cli_process(
+        args, cwd=cwd, env={**_cli_env(), **(env or {})}, timeout_s=timeout_s, own_network=own_network
+    )
     return _parsed(args, outcome.rc, outcome.stdout, outcome.stderr)
 
 
@@ -109,11 +118,66 @@ def digest():
 SLOW_PLACES = ("integration/ssh/", "integration/vllm/", "integration/hub/", "integration/test_incident.py")
 
 
+# The slow tier runs on two xdist workers (scripts/test.sh: -n 2 --dist loadgroup), in
+# parts that share no resource: each file is a part of its own (its module-scoped sshd
+# lab, mirror or server stays on one worker), except the files below, which share one.
+SLOW_PARTS = {
+    # Real vLLM servers, one at a time: on a 2-core machine two at once would make each
+    # other's start-up and load-test figures meaningless (the rollouts' performance gate
+    # compares a release's measurements with the baseline's).
+    "vllm": ("integration/vllm/", "integration/test_incident.py", "integration/ssh/test_ssh_ray_cluster.py"),
+    # apt and dpkg: one lock per machine.
+    "apt": ("integration/packages/", "integration/ssh/test_ssh_provision.py"),
+}
+
+
+def slow_part(where: str) -> str:
+    for part, places in SLOW_PARTS.items():
+        if where.startswith(places):
+            return part
+    return where
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         where = item.path.relative_to(REPO / "tests").as_posix()
         if where.startswith(SLOW_PLACES):
             item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(pytest.mark.xdist_group(slow_part(where)))
     # Once a test has loaded the fake NVML into this process, CLI runs need a process of
     # their own (cli_in_process.py): those tests go last, after the in-process runs.
     items.sort(key=lambda item: item.get_closest_marker("nvml_in_process") is not None)
+
+
+# The time budget (tests/time_budget.py): each test's set-up, call and tear-down, summed on
+# the process that reports (the xdist controller when there are workers).
+_durations: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """RIGGER_TIME_BUDGET=enforce (scripts/test.sh's whole run, as CI runs it): a test over
+    its budget fails the session; otherwise the summary only names it."""
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker: the controller sees every report
+    lines = over_budget(_durations)
+    session.config.stash[_OVER_BUDGET] = lines
+    if lines and os.environ.get("RIGGER_TIME_BUDGET") == "enforce" and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_OVER_BUDGET = pytest.StashKey[list[str]]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    lines = config.stash.get(_OVER_BUDGET, [])
+    if lines:
+        enforced = os.environ.get("RIGGER_TIME_BUDGET") == "enforce"
+        terminalreporter.section("time budget: " + ("FAILED" if enforced else "over (not enforced here)"))
+        for line in lines:
+            terminalreporter.write_line(line)

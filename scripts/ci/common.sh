@@ -86,3 +86,21 @@ install_rigger_dev() {
     run_with_progress "install" "$venv" 200 "$venv/bin/pip" install -e '.[dev]'
     echo "$want" > "$stamp"
 }
+
+# needed_steps PATH...: the set-up steps (scripts/ci/needs.txt) whose paths overlap a
+# PATH: the PATH is one of them, lies below one, or is a directory above one.
+needed_steps() {
+    local step areas area path
+    while read -r step areas; do
+        case "$step" in "" | "#"*) continue ;; esac
+        for area in $areas; do
+            for path in "$@"; do
+                path="${path%/}"; path="${path#./}"
+                if [ "$path" = "$area" ] || [[ "$path" == "$area"/* ]] || [[ "$area" == "$path"/* ]] || [ "$path" = . ]; then
+                    echo "$step"
+                    continue 3
+                fi
+            done
+        done
+    done < "$COMMON_DIR/needs.txt"
+}

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from own_network import in_own_network
 
 LEFTOVER_GRACE_S = 5.0
 
@@ -63,10 +64,14 @@ def run_cli(args: Sequence[str], *, cwd: Path | None, env: Mapping[str, str], ti
     return _run_here(args, cwd=cwd, env=env, timeout_s=timeout_s)
 
 
-def run_cli_process(args: Sequence[str], *, cwd: Path | None, env: Mapping[str, str], timeout_s: float) -> Outcome:
-    """``python -m engine.cli ARGS``, as a user runs it."""
+def run_cli_process(
+    args: Sequence[str], *, cwd: Path | None, env: Mapping[str, str], timeout_s: float, own_network: bool = False
+) -> Outcome:
+    """``python -m engine.cli ARGS``, as a user runs it; with ``own_network``, in a network
+    namespace of its own (own_network.py: no demo server or other listener is seen)."""
+    argv = [sys.executable, "-m", "engine.cli", *args]
     done = subprocess.run(
-        [sys.executable, "-m", "engine.cli", *args],
+        in_own_network(argv) if own_network else argv,
         cwd=cwd,
         env={**os.environ, **env},
         capture_output=True,

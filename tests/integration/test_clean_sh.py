@@ -32,10 +32,16 @@ for user in rigger-ssh rigger-nosudo rigger-pw rigger-keep; do  # the copy may h
     id -u "$user" >/dev/null 2>&1 || useradd -m -s /bin/sh "$user"
     mkdir -p "/home/$user" && chown "$user:" "/home/$user"
 done
+mkdir -p /etc/sudoers.d  # a machine without sudo has none
 echo 'rigger-ssh ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/rigger-tests
 echo '# not ours' > /etc/sudoers.d/keep-me
 mkdir "/tmp/rigger-fake-nvml-$OUR_TAG-0123" "/tmp/rigger-fake-nvml-$THEIR_TAG-4567"
-mkdir /tmp/rigger-test-home-x1 /tmp/rigger-test-state-x2 /tmp/rigger-keep
+# this checkout's leftover session directory (recorded), another checkout's (not recorded),
+# and a recorded name that is a link now (never followed, never removed)
+mkdir /tmp/rigger-test-state-x2 /tmp/rigger-test-state-theirs /tmp/rigger-keep
+ln -s /tmp/rigger-keep /tmp/rigger-test-state-link
+printf '%s\n' /tmp/rigger-test-state-x2 /tmp/rigger-test-state-link /tmp/rigger-keep \
+    > "$WORK/checkout/.cache/rigger-test-dirs"
 bash "$WORK/checkout/scripts/clean.sh" > "$WORK/clean.out" 2>&1 || echo "clean rc=$?" >> "$WORK/clean.out"
 for user in rigger-ssh rigger-nosudo rigger-pw rigger-keep; do
     if id -u "$user" >/dev/null 2>&1; then echo "user $user"; fi
@@ -107,13 +113,14 @@ def test_clean_removes_the_setups_venvs_users_sudoers_and_fake_nvml_and_nothing_
     files = {line.split(" ", 1)[1] for line in report if line.startswith("file ")}
     # Another checkout's fake NVML build stays: a test run there may be loading it.
     assert {"rigger-keep", "keep-me", f"rigger-fake-nvml-{checkout_tag(REPO / 'elsewhere')}-4567"} <= files
+    # Test-session directories: only what this checkout recorded making, never a link.
+    assert {"rigger-test-state-theirs", "rigger-test-state-link"} <= files, clean_out
     assert not files & {
         "rigger-ssh",
         "rigger-nosudo",
         "rigger-pw",
         "rigger-tests",
         f"rigger-fake-nvml-{checkout_tag(checkout)}-0123",
-        "rigger-test-home-x1",
         "rigger-test-state-x2",
     }, (
         files,

@@ -2,7 +2,8 @@
 
 Real: each modules/<room>/examples/<module>.yml as shipped, in a playbook on this machine
 (Ansible's implicit localhost, the local connection), `rigger run --check` in a process of
-its own, fact gathering, every module's plan() against this host, /dev/shm, dpkg, the
+its own (in a network namespace of its own and with a scratch HOME, so a demo server
+running here is not seen), fact gathering, every module's plan() against this host, /dev/shm, dpkg, the
 account files. Not real: the GPUs (the fake NVML shows eight idle Blackwell GPUs). Check
 mode touches nothing, so the examples' paths (/models/..., /opt/inference/...) are only
 read. Where an example needs this host to hold what it does not (a Kimi checkpoint), the
@@ -73,9 +74,14 @@ def test_the_example_runs_in_check_mode(name: str, fake: Any, tmp_path: Path) ->
     playbook.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": True, "tasks": tasks}]))
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": THIS_MACHINE}}}))
-    env = {**fake.env(), **HUB_UNREACHABLE, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    home = tmp_path / "home"  # a running demo's state file (~/.local/state/rigger) is not seen
+    home.mkdir()
+    env = {**fake.env(), **HUB_UNREACHABLE, "HOME": str(home),
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # fmt: skip
+    # Its own network namespace: the examples name port 8000 as written, where the README's
+    # demo may be serving on this machine (issue 29); there nothing listens.
     done = run_rigger_process("run", str(playbook), "-i", str(inventory), "--check", "--output", "jsonl", env=env,
-                              timeout_s=300)  # fmt: skip
+                              timeout_s=300, own_network=True)  # fmt: skip
     assert "Traceback" not in done.stderr, done.stderr
     failed = [e for e in done.results() if e.get("status") in ("failed", "unreachable")]
     if name in HOST_LACKS:

@@ -14,10 +14,11 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from engine import registry
-from tests.conftest import RiggerRun, run_rigger
+from tests.conftest import RiggerRun, run_rigger_process
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()
@@ -71,10 +72,14 @@ def readme_commands(text: str = README) -> list[str]:
 
 
 def cli(command: str, timeout_s: float = 120) -> RiggerRun:
-    """A README `rigger ...` line, run as written by the real CLI of this checkout."""
+    """A README `rigger ...` line, run as written by the real CLI of this checkout, as on a
+    machine where the demo has not run yet: a scratch HOME (no demo state file) and a
+    network namespace of its own (nothing on port 8000), so a demo serving here now is not
+    seen (issue 29)."""
     argv = shlex.split(command)
     assert argv[0] == "rigger", command
-    return run_rigger(*argv[1:], cwd=REPO, timeout_s=timeout_s)
+    with tempfile.TemporaryDirectory(prefix="rigger-readme-home-") as home:
+        return run_rigger_process(*argv[1:], cwd=REPO, timeout_s=timeout_s, env={"HOME": home}, own_network=True)
 
 
 def test_every_readme_and_docs_command_is_run_by_a_test() -> None:
@@ -177,12 +182,28 @@ def test_clean_dry_run_lists_only_what_the_setup_made(tmp_path: Path) -> None:
     state.mkdir(parents=True)
     (state / "demo-tiny-llama.log").write_text("log")
     (state / "my-server.json").write_text("{}")
+    # A test session's directory this checkout recorded making, and one it did not (another
+    # checkout's, or a session running now elsewhere): only the first is listed.
+    ours, theirs = (Path(tempfile.mkdtemp(prefix="rigger-test-state-")) for _ in range(2))
+    (checkout / ".cache" / "rigger-test-dirs").write_text(f"{ours}\n")
     before = sorted(str(p) for p in tmp_path.rglob("*"))
-    done = subprocess.run(["bash", str(checkout / "scripts/clean.sh"), "-n"], capture_output=True, text=True,
-                          env={**os.environ, "HOME": str(home)}, timeout=60)  # fmt: skip
+    try:
+        done = subprocess.run(["bash", str(checkout / "scripts/clean.sh"), "-n"], capture_output=True, text=True,
+                              env={**os.environ, "HOME": str(home)}, timeout=60)  # fmt: skip
+        assert ours.is_dir() and theirs.is_dir(), "-n removed a test-session directory"
+    finally:
+        ours.rmdir()
+        theirs.rmdir()
     assert done.returncode == 0, done.stderr
     listed = [line.split(" ", 1)[1] for line in done.stdout.splitlines() if line.startswith("remove ")]
-    assert listed[:4] == [str(state / "demo-tiny-llama.log"), ".venv", ".venv-vllm", ".venv-olah"]
+    assert listed[:5] == [
+        str(state / "demo-tiny-llama.log"),
+        str(ours),
+        ".cache/rigger-test-dirs",
+        ".venv",
+        ".venv-vllm",
+    ]
     assert ".cache/demo" in listed
-    assert not any("my-server" in item or "mine" in item for item in listed)
+    assert not any("my-server" in item or "mine" in item or item == str(theirs) for item in listed)
+    assert not any("rigger-test-state" in item for item in listed if item != str(ours)), listed
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before, "-n removed something"

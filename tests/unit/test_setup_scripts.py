@@ -99,3 +99,47 @@ def test_no_setup_step_runs_apt_get_without_the_lock_wait() -> None:
             code = line.split("#", 1)[0]
             if "apt-get " in code and script != COMMON:
                 pytest.fail(f"{script.relative_to(REPO)}:{number} runs apt-get directly: use apt_install")
+
+
+def needed(*paths: str) -> list[str]:
+    done = subprocess.run(["bash", "-c", f'. {COMMON}; needed_steps "$@"', "needed", *paths], cwd=REPO,
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return done.stdout.split()
+
+
+def test_a_part_runs_only_the_set_up_its_tests_need() -> None:
+    """`bash scripts/test.sh PATH` (issue 29): a unit path needs no sshd, vLLM, mirror or
+    ansible-core; a directory above an area needs that area's step; the whole tree all."""
+    assert needed("tests/unit") == ["gpu", "sudo"]
+    assert needed("./tests/unit/test_yamlload.py") == ["gpu", "sudo"]
+    assert needed("tests/integration/vllm/test_serve_ssh.py") == ["gpu", "sudo", "haproxy", "ssh", "vllm"]
+    assert needed("tests/integration/hub/") == ["gpu", "sudo", "ssh", "vllm", "hub"]
+    assert needed("tests/differential", "tests/modules/test_lb_backend.py") == ["gpu", "sudo", "haproxy", "ansible"]
+    every = ["gpu", "sudo", "browser", "haproxy", "ssh", "vllm", "hub", "ansible"]
+    assert needed("tests") == every and needed(".") == every and needed("tests/integration") == every[:-1]
+
+
+# A test file that uses one of these harnesses needs that set-up step (scripts/ci/needs.txt).
+HARNESS_STEP = {
+    r"^from sshlab import|^import sshlab": "ssh",
+    r"vllmkit|rolloutkit|VLLM_PYTHON = ": "vllm",
+    r"^from olah_mirror import|^import olah_mirror": "hub",
+    r"^from haproxy_lab import": "haproxy",
+    r"playwright": "browser",
+    r"^from harness import|^import harness": "ansible",
+}
+
+
+def test_every_file_using_a_harness_is_listed_for_its_set_up_step() -> None:
+    """The table scripts/test.sh reads cannot fall behind the tests: a new file that starts
+    sshd or vLLM without being listed would fail on a fresh machine when run alone."""
+    missing = []
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        if path == Path(__file__).resolve():
+            continue  # its own table names every harness
+        rel = path.relative_to(REPO).as_posix()
+        text = path.read_text()
+        for pattern, step in HARNESS_STEP.items():
+            if re.search(pattern, text, re.MULTILINE) and step not in needed(rel):
+                missing.append(f"{rel} uses the {step} harness; list it under {step} in scripts/ci/needs.txt")
+    assert not missing, "\n".join(missing)
