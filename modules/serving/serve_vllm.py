@@ -48,6 +48,7 @@ from engine.module_api import (
     Unchanged,
     content_digest,
 )
+from modules.serving import loglines
 from modules.serving import session as sessions
 from modules.serving.packages import package_fingerprint
 from modules.serving.readiness import liveness
@@ -470,6 +471,7 @@ def _start(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec) -> Resul
         "ready_s": round(ready.elapsed_s, 1),
         "phase": ready.phase,
         "phases": [{"phase": name, "at_s": at} for name, at in ready.phases],
+        "log_facts": dict(ready.log_facts),
     }
     if not ready.ready:
         _cleanup_failed(ctx, args)
@@ -478,6 +480,7 @@ def _start(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec) -> Resul
             {
                 **data,
                 "fatal_line": ready.fatal_line,
+                "log_cause": ready.hint,
                 "healthy_at_s": ready.healthy_at_s,
                 "log_tail": list(ready.log_tail),
             },
@@ -485,8 +488,10 @@ def _start(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec) -> Resul
     sessions.record_members(ctx.conn, _state_path(args), sessions.read_status(ctx.conn, _state_path(args), ""))
     return Result(
         changed=True,
-        msg=f"vLLM pid {record['pid']} ready in {ready.elapsed_s:.0f}s on {_base_url(args)}",
+        msg=f"vLLM pid {record['pid']} ready in {ready.elapsed_s:.0f}s on {_base_url(args)}"
+        + loglines.summary(ready.log_facts),
         data=data,
+        warnings=tuple(loglines.warnings_for(ready.log_facts)),
     )
 
 
@@ -527,5 +532,5 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
         msg=f"{change.summary}: {result.msg}",
         diffs=change.diffs,
         data=result.data,
-        warnings=_warnings(args),
+        warnings=(*_warnings(args), *result.warnings),
     )
