@@ -13,6 +13,12 @@ extra args) is read the way vLLM reads it; `data.attention_backend` is the MLA b
 will pick (with `data.attention_backend_why`), `data.predicted_kv_tokens` the KV capacity its
 "GPU KV cache size" line should come near (an upper bound).
 
+Measured vs recorded: every rule is tested against recorded configs, GPU readings as NVML
+gives them, vLLM source snippets and log lines (tests/modules/test_compat_field_rules.py);
+the facts behind the rules (which backend has kernels for which GPU, which builds carry which
+PR, the rtx6kpro recipe's KV numbers) are recorded from their public sources, each named in
+the rule's citation, not measured on an SM 12.x GPU by rigger.
+
 `data.findings` lists every finding (register it and branch with `when`), each with its
 severity (incompatible / warning / info), fix, citation and the vLLM versions it applies to;
 `data.compatible` is false when any finding is `incompatible`, null ("cannot tell", with

@@ -10,7 +10,14 @@ contents of the model's `config.json` and `hf_quant_config.json`: running, healt
 the same hash is `ok`; anything else restarts it, with the old and new argv/env as diffs.
 After a start, readiness is checked ON the host in stages (`/health` 200, `/v1/models`
 lists the served name, a one-token completion) with the phase read from the log; a
-fatal log line or the process exiting fails the task within seconds, quoting the line.
+fatal log line or the process exiting fails the task within seconds, quoting the line;
+a line whose cause is known (modules/serving/loglines.py: no valid attention backend with
+each backend's reason, FP8 KV on a TRITON_MLA before vLLM PR #34597, a bf16 KV override on
+an FP8 checkpoint, FP8 below SM 8.9, an SM 10.x kernel on SM 12.x, a KV cache smaller than
+max_model_len) adds its named cause and fix (`data.log_cause`). What the start logged about
+itself is `data.log_facts` (attention and NvFp4 MoE backend, `kv_cache_tokens`, custom
+all-reduce off on PCIe, AOT compile / FlashInfer autotune cache hits, the Marlin FP4
+fallback) and the message's tail.
 
 Every check that can fail (the spec, the model path on the host, who holds the port)
 runs before an old server is stopped: a start that cannot succeed leaves the running

@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
 from engine.module_api import TaskContext
+from engine.templating import all_true
 from modules.checkpoints import check_serving_compat as mod
 from modules.checkpoints import compat, servespec
 
@@ -466,3 +468,26 @@ def test_probe_lists_the_builds_mla_backend_modules(tmp_path: Path) -> None:
         "triton_mla",
     ]
     assert namespace["_mla_backends"](str(tmp_path / "absent")) is None
+
+
+def _playbook_condition(task_name: str) -> str:
+    book = yaml.safe_load((ROOT / "playbooks" / "kimi_k25_nvfp4.yml").read_text())
+    task = next(t for t in book[0]["tasks"] if t["name"] == task_name)
+    return str(task["when"])
+
+
+@pytest.mark.parametrize(
+    ("build", "strips"),
+    [(NEW, False), (OLD, True), ({"vllm_python": "/nonexistent/python3"}, True)],
+    ids=["0.32 keeps FP8 KV", "before PR 34597 strips it", "build unreadable strips it"],
+)
+def test_the_kimi_playbook_strips_fp8_kv_only_where_the_build_cannot_serve_it(
+    build: dict[str, Any], strips: bool
+) -> None:
+    """The playbook's own `when` (real templating) on the checker's real answer."""
+    compat_data = check(KIMI, RTX_PRO_6000, **build)
+    condition = _playbook_condition("FP8 KV cache removed from the checkpoint (only where the GPUs need it)")
+    assert all_true((condition,), {"compat": compat_data}) is strips
+    if not strips:
+        kept = next(f for f in compat_data["findings"] if f["id"] == "mla-fp8-kv-served-by-triton-mla")
+        assert "keep the checkpoint's calibrated FP8 KV cache" in kept["fix"]
