@@ -12,15 +12,20 @@ support, the modules in vllm/v1/attention/backends/mla/). Nothing here is a GPU.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from engine import probes
 from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
 from engine.module_api import TaskContext
+from engine.probes import fileio
 from engine.templating import all_true
 from modules.checkpoints import check_serving_compat as mod
 from modules.checkpoints import compat, servespec
@@ -451,8 +456,10 @@ def test_every_rule_names_the_vllm_versions_it_is_about() -> None:
 def test_probe_lists_the_builds_mla_backend_modules(tmp_path: Path) -> None:
     """The probe's directory reader on a tree shaped like vLLM's
     vllm/v1/attention/backends/mla/ (file names from vllm-project/vllm)."""
-    namespace: dict[str, Any] = {"call": None}
+    namespace: dict[str, Any] = {"call": lambda name, args: {"fileio": fileio.main}[name](args)}
     exec((ROOT / "modules" / "checkpoints" / "probes" / "model_vllm_info.py").read_text(), namespace)
+    (tmp_path / "prefill").mkdir()
+    (tmp_path / "prefill" / "flash_attn.py").write_text("")  # a sub-package's module is not a backend
     for name in (
         "__init__.py",
         "triton_mla.py",
@@ -491,3 +498,33 @@ def test_the_kimi_playbook_strips_fp8_kv_only_where_the_build_cannot_serve_it(
     if not strips:
         kept = next(f for f in compat_data["findings"] if f["id"] == "mla-fp8-kv-served-by-triton-mla")
         assert "keep the checkpoint's calibrated FP8 KV cache" in kept["fix"]
+
+
+def test_the_probe_program_reads_a_build_laid_out_like_vllms(tmp_path: Path) -> None:
+    """The real probe program, run by a separate python as over SSH, on a site directory
+    laid out like an installed vLLM: a vllm-0.32.0.dist-info and the MLA backend modules
+    (names from vllm-project/vllm), TRITON_MLA's dtype list as PR #34597 left it."""
+    site = tmp_path / "site"
+    mla = site / "vllm" / "v1" / "attention" / "backends" / "mla"
+    mla.mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text("")
+    dist = site / "vllm-0.32.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0\n")
+    (mla / "triton_mla.py").write_text(
+        'class TritonMLABackend:\n    supported_kv_cache_dtypes = ["auto", "float16", "bfloat16", "fp8", "fp8_e4m3"]\n'
+    )
+    for name in ("flashinfer_fa2_mla.py", "flashinfer_mla_sparse_sm120.py", "__init__.py"):
+        (mla / name).write_text("")
+    done = subprocess.run(
+        [sys.executable, "-c", probes.program("model_vllm_info")],
+        input="{}",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(site)},
+    )
+    answer = probes.parse_output("model_vllm_info", done.stdout, done.stderr)
+    assert answer["version"] == "0.32.0" and answer["triton_mla_fp8"] is True
+    assert answer["mla_backends"] == ["flashinfer_fa2_mla", "flashinfer_mla_sparse_sm120", "triton_mla"]

