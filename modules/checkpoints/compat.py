@@ -200,4 +200,15 @@ def cannot_tell(facts: Mapping[str, Any]) -> list[str]:
     if not facts.get("vllm.version"):
         why = facts.get("vllm.error") or f"no vLLM distribution found for {facts.get('vllm.python')}"
         return [f"the vLLM build could not be read ({why}): give vllm_python or vllm_version"]
-    return []
+    return _build_unknowns(facts)
+
+
+def _build_unknowns(facts: Mapping[str, Any]) -> list[str]:
+    """What the verdict hangs on that the build did not say (its version alone does not)."""
+    sm12_mla = facts.get("gpu.sm_major") == 12 and facts.get("model.is_mla")
+    unknown = []
+    if sm12_mla and facts.get("model.kv_cache_fp8") and facts.get("vllm.triton_mla_fp8") is None:
+        unknown.append("whether this vLLM's TRITON_MLA takes an FP8 KV cache (its triton_mla.py was not read)")
+    if sm12_mla and facts.get("model.is_sparse_mla") and facts.get("vllm.has_sm120_sparse_mla") is None:
+        unknown.append("whether this vLLM has the SM 12.x sparse MLA backend (its MLA modules were not read)")
+    return unknown

@@ -359,7 +359,7 @@ def test_rule_table(
         assert got.get(rule_id) == severity, (rule_id, got)
     assert not absent & set(got), (absent & set(got), got)
     incompatible = any(s == "incompatible" for s in got.values())
-    assert data["compatible"] is (not incompatible)
+    assert data["compatible"] is (False if incompatible else (None if data["cannot_tell"] else True))
     for finding in data["findings"]:
         assert finding["versions"] and finding["citation"] and finding["fix"], finding["id"]
 
@@ -427,6 +427,17 @@ def test_an_unreadable_build_is_cannot_tell_never_compatible() -> None:
     data = check(KIMI, H200, vllm_python="/nonexistent/python3")
     assert data["compatible"] is None
     assert "vLLM build could not be read" in data["cannot_tell"][0]
+
+
+def test_a_build_whose_mla_parts_were_not_read_is_cannot_tell_where_they_decide(tmp_path: Path) -> None:
+    """A version alone does not say whether TRITON_MLA takes FP8 or the SM120 sparse
+    backend is there: where the verdict hangs on it, "cannot tell", never "compatible"."""
+    fp8 = check(KIMI, RTX_PRO_6000, vllm_version="0.32.0")
+    assert fp8["compatible"] is None and "TRITON_MLA takes an FP8 KV cache" in fp8["cannot_tell"][0]
+    sparse = check(model_dir(tmp_path, DEEPSEEK_V32), RTX_PRO_6000, vllm_version="0.32.0", triton_mla_fp8=True)
+    assert sparse["compatible"] is None and "sparse MLA backend" in sparse["cannot_tell"][0]
+    # where it does not decide (SM 9.0), the version is enough
+    assert check(KIMI, H200, vllm_version="0.32.0")["compatible"] is True
 
 
 def test_kv_capacity_prediction_follows_dtype_and_dcp() -> None:
