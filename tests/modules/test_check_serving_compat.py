@@ -126,6 +126,8 @@ def test_real_vllm_with_fp8_triton_mla_is_compatible_on_sm120() -> None:
     assert facts["vllm.installed"] is True and facts["vllm.version"]
     assert facts["vllm.triton_mla_fp8"] is True
     assert result.data["compatible"] is True and problems(result) == [GOLDEN]
+    # the build serves FP8 KV: the advice is to keep the checkpoint's
+    assert "mla-fp8-kv-served-by-triton-mla" in ids(result)
 
 
 def test_vllm_not_found_on_sm120_warns_and_fail_on_warning_fails() -> None:
