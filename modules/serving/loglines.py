@@ -153,8 +153,9 @@ _FACTS: tuple[tuple[str, re.Pattern[str], Any], ...] = (
     # vllm#31085 comment: "Using 'FLASHINFER_B12X' NvFp4 MoE backend out of potential backends"
     ("moe_backend", re.compile(r"Using '([A-Z][A-Z0-9_]+)' (?:NvFp4 )?MoE backend"), str),
     ("fp4_marlin_fallback", re.compile(r"Your GPU does not have native support for FP4 computation"), bool),
-    # vllm/v1/core/kv_cache_utils.py: "GPU KV cache size: 512,192 tokens"
-    ("kv_cache_tokens", re.compile(r"GPU KV cache size: ([\d,]+) tokens"), _int),
+    # vllm/v1/core/kv_cache_utils.py: "GPU KV cache size: 512,192 tokens" (the CPU build
+    # logs "CPU KV cache size", with the concurrency on the same line)
+    ("kv_cache_tokens", re.compile(r"(?:GPU|CPU) KV cache size: ([\d,]+) tokens"), _int),
     ("max_concurrency", re.compile(r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x"), float),
     # vllm#31936 log
     (

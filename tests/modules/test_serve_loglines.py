@@ -80,6 +80,11 @@ def test_fact_lines_of_a_start_are_recorded() -> None:
     assert fatal_line(START) is None
 
 
+def test_the_recorded_cpu_start_gives_its_kv_cache_size() -> None:
+    """vLLM CPU 0.32.0, recorded here (vllm_logs/cpu_startup_0.32.0.log)."""
+    assert loglines.facts_from(CPU_LOG) == {"kv_cache_tokens": 551424, "max_concurrency": 2154.0}
+
+
 def test_marlin_fp4_fallback_is_a_fact_and_a_warning() -> None:
     # vllm/model_executor/layers/quantization/utils/marlin_utils_fp4.py (logger.warning_once)
     line = (
