@@ -8,9 +8,22 @@ capability, count, memory) and the vLLM installed for `vllm_python` (version, an
 its TRITON_MLA backend accepts an FP8 KV cache - read from its source, nothing imported).
 
 The rules live in `modules/checkpoints/compat_rules.yml`, each with its reason, fix and citation.
-`data.findings` lists every finding (register it and branch with `when`);
+The declared serve spec (attention backend, KV dtype, all2all backend, TP/PP/DCP, env,
+extra args) is read the way vLLM reads it; `data.attention_backend` is the MLA backend vLLM
+will pick (with `data.attention_backend_why`), `data.predicted_kv_tokens` the KV capacity its
+"GPU KV cache size" line should come near (an upper bound).
+
+Measured vs recorded: every rule is tested against recorded configs, GPU readings as NVML
+gives them, vLLM source snippets and log lines (tests/modules/test_compat_field_rules.py);
+the facts behind the rules (which backend has kernels for which GPU, which builds carry which
+PR, the rtx6kpro recipe's KV numbers) are recorded from their public sources, each named in
+the rule's citation, not measured on an SM 12.x GPU by rigger.
+
+`data.findings` lists every finding (register it and branch with `when`), each with its
+severity (incompatible / warning / info), fix, citation and the vLLM versions it applies to;
 `data.compatible` is false when any finding is `incompatible`, null ("cannot tell", with
-`data.cannot_tell` saying why) when the host shows no GPUs or no compute capability. `fail_on: incompatible`
+`data.cannot_tell` saying why) when the host shows no GPUs or no compute capability, or the
+vLLM build could not be read. `fail_on: incompatible`
 (default) fails the task on such a finding, `warning` also on warnings, `never` never.
 """
 
@@ -22,7 +35,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.module_api import ProbeError, TaskContext, TaskFailed, Unchanged
-from modules.checkpoints import compat, modelinfo
+from modules.checkpoints import compat, modelinfo, servespec
+from modules.checkpoints.compat_args import SERVE_SPEC
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -70,9 +84,20 @@ SCHEMA: dict[str, Any] = {
             "description": "Whether vLLM's TRITON_MLA accepts an FP8 KV cache, instead of "
             "reading it from the installed vLLM's source.",
         },
+        "vllm_mla_backends": {
+            "type": ["array", "null"],
+            "items": {"type": "string"},
+            "default": None,
+            "description": "The MLA backend modules of vLLM (v1/attention/backends/mla/*.py "
+            "names), instead of listing the installed vLLM's.",
+        },
+        **SERVE_SPEC,
     },
 }
 
+# The modules that carry sparse MLA on SM 12.x (flashinfer PR #3395; vLLM's
+# flashinfer_mla_sparse_sm120.py names its backend FLASHINFER_MLA_SPARSE_SM120).
+SM120_SPARSE = {"flashinfer_mla_sparse_sm120", "sm12x_sparse_mla_attn", "b12x_mla_sparse"}
 MODEL_FILES = ("config.json", "hf_quant_config.json", "model.safetensors.index.json")
 
 
@@ -110,10 +135,19 @@ def vllm_facts(ctx: TaskContext, args: Mapping[str, Any]) -> dict[str, Any]:
         info = _vllm_probe(ctx, args["vllm_python"])
     if args["triton_mla_fp8"] is not None:
         info["triton_mla_fp8"] = args["triton_mla_fp8"]
-    return {
+    if args.get("vllm_mla_backends") is not None:
+        info["mla_backends"] = list(args["vllm_mla_backends"])
+    facts = {
         f"vllm.{key}": info.get(key)
         for key in ("installed", "version", "distribution", "python", "triton_mla_fp8", "error")
     }
+    listed = info.get("mla_backends")
+    backends = set(listed) if isinstance(listed, list) else None
+    facts["vllm.release"] = servespec.release(info.get("version"))
+    facts["vllm.mla_backends"] = sorted(backends) if backends is not None else None
+    facts["vllm.has_fa2_mla"] = None if backends is None else "flashinfer_fa2_mla" in backends
+    facts["vllm.has_sm120_sparse_mla"] = None if backends is None else bool(SM120_SPARSE & backends)
+    return facts
 
 
 def gather_facts(ctx: TaskContext, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -126,11 +160,16 @@ def gather_facts(ctx: TaskContext, args: Mapping[str, Any]) -> dict[str, Any]:
     serve = modelinfo.serve_facts(
         model, gpu, args["tensor_parallel_size"], args["gpu_memory_utilization"], args["kv_cache_dtype"]
     )
-    return {**model, **gpu, **serve, **vllm_facts(ctx, args)}
+    vllm = vllm_facts(ctx, args)
+    facts = {**model, **gpu, **serve, **vllm, **servespec.spec_facts(args, vllm["vllm.release"])}
+    backend, why = servespec.expected_backend(facts)
+    facts["serve.expected_attention_backend"], facts["serve.expected_attention_why"] = backend, why
+    facts["serve.predicted_kv_tokens"] = servespec.predicted_kv_tokens(facts)
+    return facts
 
 
 def _fails(fail_on: str, found: list[compat.Finding]) -> list[compat.Finding]:
-    severities = {"incompatible": ("incompatible",), "warning": compat.SEVERITIES, "never": ()}[fail_on]
+    severities = {"incompatible": ("incompatible",), "warning": ("incompatible", "warning"), "never": ()}[fail_on]
     return [f for f in found if f.severity in severities]
 
 
@@ -147,6 +186,9 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Unchanged:
         "compatible": compatible,
         "cannot_tell": unknown,
         "findings": [f.as_data() for f in found],
+        "attention_backend": facts["serve.expected_attention_backend"],
+        "attention_backend_why": facts["serve.expected_attention_why"],
+        "predicted_kv_tokens": facts["serve.predicted_kv_tokens"],
         "facts": facts,
     }
     failing = _fails(args["fail_on"], found)
@@ -158,10 +200,12 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Unchanged:
         f"{facts['gpu.count']} GPU(s){sm}, vLLM {facts['vllm.version'] or 'not found'}"
     )
     verdict = {True: "compatible", False: "INCOMPATIBLE", None: "cannot tell"}[compatible]
+    if facts["serve.expected_attention_backend"]:
+        summary += f"; attention backend {facts['serve.expected_attention_backend']}"
     if compatible is None:
         summary += " (" + "; ".join(unknown) + ")"
     return Unchanged(
         msg=f"{verdict}: {summary}; {len(found)} finding(s)",
         data=data,
-        warnings=tuple(f"[{f.id}] {f.message}" for f in found),
+        warnings=tuple(f"[{f.id}] {f.message}" for f in found if f.severity != "info"),
     )

@@ -5,14 +5,25 @@ The rules live in ``modules/checkpoints/compat_rules.yml``. A condition is data,
 ``{fact: OTHER}``), combined with ``all`` / ``any`` / ``not``. A comparison with an
 unknown (null) fact is false, except ``eq: null``. Facts are flat dotted names:
 
-- ``model.*``: architecture, model_type, is_mla, kv_lora_rank, attention_heads,
-  quant_method, quant_algo, kv_cache_dtype, kv_cache_fp8 (what vLLM will use),
-  checkpoint_kv_cache_fp8 (what the checkpoint declares), kv_cache_source,
+- ``model.*``: architecture, model_type, is_mla, is_sparse_mla, is_moe, is_nvfp4,
+  kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, num_layers, kv_heads, head_dim,
+  attention_heads, quant_method, quant_algo, kv_cache_dtype, kv_cache_fp8 (what vLLM will
+  use), checkpoint_kv_cache_fp8 (what the checkpoint declares), kv_cache_source,
   weights_bytes, weights_gib
-- ``gpu.*``: count, sm, sm_major, min_memory_mib, min_memory_gib, names
-- ``serve.*``: tensor_parallel_size, gpu_memory_utilization, usable_bytes, usable_gib,
-  weights_fraction, weights_percent, heads_remainder, kv_cache_dtype
-- ``vllm.*``: installed, version, distribution, python, triton_mla_fp8
+- ``gpu.*``: count, sm, sm_major, capability ([major, minor]), min_memory_mib,
+  min_memory_gib, names, nvlink_links_min, pcie_only (null: NVLink state not read)
+- ``serve.*``: tensor_parallel_size, pipeline_parallel_size, decode_context_parallel_size,
+  world_size, dcp_remainder, gpu_memory_utilization, usable_bytes, usable_gib,
+  weights_fraction, weights_percent, heads_remainder, kv_cache_dtype, attention_backend,
+  attention_backend_spellings, attention_backend_flags, env_attention_backend,
+  forced_attention_backend, expected_attention_backend, expected_attention_why,
+  all2all_backend, all2all_needs_nvlink, enable_expert_parallel, block_size,
+  nccl_p2p_disabled, kv_offloading, predicted_kv_tokens
+- ``vllm.*``: installed, version, release ([0, 32, 0]), distribution, python,
+  triton_mla_fp8, mla_backends, has_fa2_mla, has_sm120_sparse_mla
+
+Severities: incompatible (vLLM will refuse or fail), warning (it may start but go wrong),
+info (what vLLM will do, and advice). ``versions`` says which vLLM builds a rule is about.
 """
 
 from __future__ import annotations
@@ -28,7 +39,7 @@ from typing import Any
 import yaml
 
 RULES_FILE = Path(__file__).resolve().parent / "compat_rules.yml"
-SEVERITIES = ("incompatible", "warning")
+SEVERITIES = ("incompatible", "warning", "info")
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
     "eq": operator.eq,
     "ne": operator.ne,
@@ -56,6 +67,7 @@ class Rule:
     fix: str
     citation: str
     detail: str = ""
+    versions: str = ""
 
 
 @dataclass(frozen=True)
@@ -67,9 +79,11 @@ class Finding:
     fix: str
     detail: str
     citation: str
+    versions: str = ""
 
     def as_data(self) -> dict[str, str]:
         return {
+            "versions": self.versions,
             "id": self.id,
             "severity": self.severity,
             "message": self.message,
@@ -169,6 +183,7 @@ def findings(rules: tuple[Rule, ...], facts: Mapping[str, Any]) -> list[Finding]
                 fix=fix,
                 detail=render(rule.detail, facts),
                 citation=render(rule.citation, {}),
+                versions=rule.versions,
             )
         )
     return found
@@ -182,4 +197,18 @@ def cannot_tell(facts: Mapping[str, Any]) -> list[str]:
         return ["no GPUs readable on this host (GPU facts: NVML or nvidia-smi must work there)"]
     if facts.get("gpu.sm") is None:
         return [f"the compute capability of the {facts['gpu.count']} GPU(s) is unknown"]
-    return []
+    if not facts.get("vllm.version"):
+        why = facts.get("vllm.error") or f"no vLLM distribution found for {facts.get('vllm.python')}"
+        return [f"the vLLM build could not be read ({why}): give vllm_python or vllm_version"]
+    return _build_unknowns(facts)
+
+
+def _build_unknowns(facts: Mapping[str, Any]) -> list[str]:
+    """What the verdict hangs on that the build did not say (its version alone does not)."""
+    sm12_mla = facts.get("gpu.sm_major") == 12 and facts.get("model.is_mla")
+    unknown = []
+    if sm12_mla and facts.get("model.kv_cache_fp8") and facts.get("vllm.triton_mla_fp8") is None:
+        unknown.append("whether this vLLM's TRITON_MLA takes an FP8 KV cache (its triton_mla.py was not read)")
+    if sm12_mla and facts.get("model.is_sparse_mla") and facts.get("vllm.has_sm120_sparse_mla") is None:
+        unknown.append("whether this vLLM has the SM 12.x sparse MLA backend (its MLA modules were not read)")
+    return unknown

@@ -8,6 +8,11 @@ from typing import Any
 from modules.checkpoints.compat import GIB
 
 KV_KEYS = ("kv_cache_scheme", "kv_cache_quant_algo")
+# An MoE config names its routed experts one of these ways (DeepSeek/Kimi, Qwen/Mixtral).
+MOE_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
+# Sparse MLA (DeepSeek-V3.2/V4, GLM-5 DSA) adds a lightning indexer: vLLM's
+# is_deepseek_v32-style checks look for index_topk (vllm/transformers_utils/config.py).
+SPARSE_KEYS = ("index_topk", "index_n_heads", "index_head_dim")
 
 
 def _section(config: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -18,6 +23,14 @@ def _section(config: Mapping[str, Any]) -> Mapping[str, Any]:
 def _first(config: Mapping[str, Any], key: str) -> Any:
     value = _section(config).get(key)
     return config.get(key) if value is None else value
+
+
+def _head_dim(config: Mapping[str, Any]) -> int | None:
+    explicit = _first(config, "head_dim")
+    if isinstance(explicit, int):
+        return explicit
+    hidden, heads = _first(config, "hidden_size"), _first(config, "num_attention_heads")
+    return hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads else None
 
 
 def kv_dtype_of(declared: Any) -> str | None:
@@ -62,6 +75,7 @@ def model_facts(
     total = (index or {}).get("metadata", {}).get("total_size")
     weights = int(total) if isinstance(total, int | float) else None
     architectures = config.get("architectures") or [None]
+    quant_algo = quant.get("quant_algo")
     return {
         "model.architecture": architectures[0],
         "model.model_type": config.get("model_type"),
@@ -70,7 +84,16 @@ def model_facts(
         "model.is_mla": isinstance(kv_lora_rank, int) and not isinstance(kv_lora_rank, bool),
         "model.attention_heads": _first(config, "num_attention_heads"),
         "model.quant_method": quant.get("quant_method") or ("modelopt" if hf_quant else None),
-        "model.quant_algo": quant.get("quant_algo"),
+        "model.quant_algo": quant_algo,
+        "model.is_nvfp4": "NVFP4" in str(quant_algo or "").upper(),
+        "model.is_moe": any(_first(config, key) for key in MOE_KEYS),
+        "model.is_sparse_mla": isinstance(kv_lora_rank, int)
+        and any(_first(config, k) is not None for k in SPARSE_KEYS),
+        "model.qk_nope_head_dim": _first(config, "qk_nope_head_dim"),
+        "model.qk_rope_head_dim": _first(config, "qk_rope_head_dim"),
+        "model.num_layers": _first(config, "num_hidden_layers"),
+        "model.kv_heads": _first(config, "num_key_value_heads"),
+        "model.head_dim": _head_dim(config),
         "model.kv_cache_dtype": kv_dtype,
         "model.kv_cache_fp8": bool(kv_dtype and kv_dtype.startswith("fp8")),
         "model.checkpoint_kv_cache_fp8": bool(kv_dtype and kv_dtype.startswith("fp8")),
@@ -93,7 +116,14 @@ def gpu_facts(gpus: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     memories = [gpu["memory_total_mib"] for gpu in gpus if gpu.get("memory_total_mib")]
     lowest = min(caps) if caps else None
     min_mib = min(memories) if memories else None
+    links = [gpu.get("nvlink_links_up") for gpu in gpus]
+    known = [n for n in links if isinstance(n, int)]
     return {
+        "gpu.capability": None if lowest is None else list(lowest),
+        # NVML's NVLink state per GPU (ensure_gpus_healthy's topology reading): every GPU read
+        # and none with a link up is PCIe-only; a GPU not read leaves it unknown (null).
+        "gpu.nvlink_links_min": min(known) if known and len(known) == len(links) else None,
+        "gpu.pcie_only": (not any(known)) if gpus and len(known) == len(links) else None,
         "gpu.count": len(gpus),
         "gpu.names": sorted({str(gpu.get("name")) for gpu in gpus}),
         "gpu.sm": None if lowest is None else f"{lowest[0]}.{lowest[1]}",

@@ -8,6 +8,9 @@ remapped rows (pending, failed), clock event reasons (thermal, power brake, HW s
 a reason counts only when it is set in every one of `clock_reads` reads), current against
 maximum PCIe link width and generation, persistence mode and, on NVSwitch systems, the
 fabric manager's state. A reading the GPU does not support is "not supported", never 0.
+It reports the topology too (`data.topology`: NVLink links up per GPU, `pcie_only`, P2P
+read status per pair as NVML gives it): a fact, not a verdict - check_serving_compat's
+PCIe rules act on it.
 
 Every finding names its rule, the GPU, the evidence and the operator's next step (reset
 the GPU, restart the fabric manager, reboot, drain and RMA). `data`: `verdict`,
@@ -199,6 +202,7 @@ def _per_gpu(answer: Mapping[str, Any], found: list[health_rules.Finding]) -> li
                 "memory_total_mib": gpu.get("memory_total_mib"),
                 "compute_capability": gpu.get("compute_capability"),
                 "pci_bus_id": gpu.get("pci_bus_id"),
+                "nvlink_links_up": gpu.get("nvlink_links_up"),
                 "readings": gpu.get("readings") or {},
                 "unsupported": gpu.get("unsupported") or [],
                 "verdict": health_rules.verdict(mine),
@@ -206,6 +210,31 @@ def _per_gpu(answer: Mapping[str, Any], found: list[health_rules.Finding]) -> li
             }
         )
     return gpus
+
+
+def topology(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """NVLink links up per GPU and P2P read status per pair, as NVML gives them.
+    ``pcie_only``: every GPU read and none with a link up (None: not read, e.g. nvidia-smi)."""
+    links = {gpu["index"]: gpu.get("nvlink_links_up") for gpu in answer.get("gpus") or []}
+    known = [n for n in links.values() if isinstance(n, int)]
+    pairs = list(answer.get("p2p") or [])
+    counts: dict[str, int] = {}
+    for pair in pairs:
+        counts[pair.get("read", "unsupported")] = counts.get(pair.get("read", "unsupported"), 0) + 1
+    return {
+        "nvlink_links_up": links,
+        "pcie_only": (not any(known)) if links and len(known) == len(links) else None,
+        "p2p": pairs,
+        "p2p_summary": counts,
+    }
+
+
+def _topology_line(topo: Mapping[str, Any]) -> str:
+    if topo["pcie_only"] is None:  # not read (nvidia-smi, a recorded answer): say nothing
+        return ""
+    link = "PCIe only (no NVLink link up)" if topo["pcie_only"] else "NVLink up"
+    p2p = ", ".join(f"{count} pair(s) {read}" for read, count in sorted(topo["p2p_summary"].items()))
+    return f"; topology: {link}" + (f", P2P read: {p2p}" if p2p else "")
 
 
 def _summary(verdict: str, answer: Mapping[str, Any], found: list[health_rules.Finding]) -> str:
@@ -234,12 +263,13 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Unchanged:
         "backend": answer.get("backend"),
         "kernel_log": answer.get("kernel_log"),
         "notes": answer.get("notes") or [],
+        "topology": topology(answer),
         "circuit_breaker": {"max_share": args["max_refused_share"]},
     }
     if verdict == "refuse" and args["quarantine"]:
         reasons = sorted({f.rule for f in found if f.severity == "refuse"})
         data["quarantine"] = {"reason": "GPU health refused: " + ", ".join(reasons)}
-    msg = _summary(verdict, answer, found)
+    msg = _summary(verdict, answer, found) + _topology_line(data["topology"])
     failing = {"refuse": ("refuse",), "warn": ("refuse", "warn"), "never": ()}[args["fail_on"]]
     if verdict in failing:
         raise TaskFailed(msg, data)

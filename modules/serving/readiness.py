@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.module_api import ScopedConnection
+from modules.serving import loglines
 
 TAIL_LINES = 15
 MAX_LINE_CHARS = 400
@@ -67,6 +68,8 @@ FATAL_PATTERNS = (
     re.compile(GENERIC_START_FAILURE),
     re.compile(r"\[Errno 98\] .*address already in use", re.IGNORECASE),
     *CRASH_PATTERNS,
+    # the field's fatal lines with a named cause (modules/serving/loglines.py)
+    *loglines.fatal_patterns(),
 )
 # Causes rigger knows how to fix, found anywhere in the log: (what the log says, what to do).
 HINTS = (
@@ -111,11 +114,15 @@ def fatal_line(lines: Iterable[str]) -> str | None:
 
 
 def hint_for(lines: Iterable[str]) -> str | None:
-    """What to do about a crash whose cause the log names, or None."""
+    """What to do about a crash whose cause the log names, or None: the first line that a
+    hint or a named cause (loglines.CAUSES: cause, fix, source) explains."""
     for line in lines:
         for pattern, hint in HINTS:
             if pattern.search(line):
                 return hint
+        named = loglines.explain([line])
+        if named:
+            return named
     return None
 
 

@@ -10,7 +10,14 @@ contents of the model's `config.json` and `hf_quant_config.json`: running, healt
 the same hash is `ok`; anything else restarts it, with the old and new argv/env as diffs.
 After a start, readiness is checked ON the host in stages (`/health` 200, `/v1/models`
 lists the served name, a one-token completion) with the phase read from the log; a
-fatal log line or the process exiting fails the task within seconds, quoting the line.
+fatal log line or the process exiting fails the task within seconds, quoting the line;
+a line whose cause is known (modules/serving/loglines.py: no valid attention backend with
+each backend's reason, FP8 KV on a TRITON_MLA before vLLM PR #34597, a bf16 KV override on
+an FP8 checkpoint, FP8 below SM 8.9, an SM 10.x kernel on SM 12.x, a KV cache smaller than
+max_model_len) adds its named cause and fix (`data.log_cause`). What the start logged about
+itself is `data.log_facts` (attention and NvFp4 MoE backend, `kv_cache_tokens`, custom
+all-reduce off on PCIe, AOT compile / FlashInfer autotune cache hits, the Marlin FP4
+fallback) and the message's tail.
 
 Every check that can fail (the spec, the model path on the host, who holds the port)
 runs before an old server is stopped: a start that cannot succeed leaves the running
@@ -48,6 +55,7 @@ from engine.module_api import (
     Unchanged,
     content_digest,
 )
+from modules.serving import loglines
 from modules.serving import session as sessions
 from modules.serving.packages import package_fingerprint
 from modules.serving.readiness import liveness
@@ -470,6 +478,7 @@ def _start(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec) -> Resul
         "ready_s": round(ready.elapsed_s, 1),
         "phase": ready.phase,
         "phases": [{"phase": name, "at_s": at} for name, at in ready.phases],
+        "log_facts": dict(ready.log_facts),
     }
     if not ready.ready:
         _cleanup_failed(ctx, args)
@@ -478,6 +487,7 @@ def _start(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec) -> Resul
             {
                 **data,
                 "fatal_line": ready.fatal_line,
+                "log_cause": ready.hint,
                 "healthy_at_s": ready.healthy_at_s,
                 "log_tail": list(ready.log_tail),
             },
@@ -485,8 +495,10 @@ def _start(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec) -> Resul
     sessions.record_members(ctx.conn, _state_path(args), sessions.read_status(ctx.conn, _state_path(args), ""))
     return Result(
         changed=True,
-        msg=f"vLLM pid {record['pid']} ready in {ready.elapsed_s:.0f}s on {_base_url(args)}",
+        msg=f"vLLM pid {record['pid']} ready in {ready.elapsed_s:.0f}s on {_base_url(args)}"
+        + loglines.summary(ready.log_facts),
         data=data,
+        warnings=tuple(loglines.warnings_for(ready.log_facts)),
     )
 
 
@@ -527,5 +539,5 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
         msg=f"{change.summary}: {result.msg}",
         diffs=change.diffs,
         data=result.data,
-        warnings=_warnings(args),
+        warnings=(*_warnings(args), *result.warnings),
     )

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.module_api import ScopedConnection
+from modules.serving import loglines
 from modules.serving.readiness import (
     FATAL_PATTERNS,
     LogFollower,
@@ -61,6 +62,8 @@ class Readiness:
     healthy_at_s: float | None = None
     died_after_health: bool = False
     hint: str | None = None
+    # what the start logged about itself (loglines.facts_from): backends, KV cache size...
+    log_facts: Mapping[str, Any] = field(default_factory=dict)
 
     def failure_message(self, log_path: str) -> str:
         lines = "\n".join(f"  | {line}" for line in self.log_tail)
@@ -91,11 +94,14 @@ class _Seen:
     follower: LogFollower
     phases: list[tuple[str, float]]
     healthy_at: float | None = None
+    # kept apart from the follower, which forgets old lines: the KV cache size is logged early
+    facts: dict[str, Any] = field(default_factory=dict)
 
     def feed(self, text: str, stage: str, elapsed: float) -> list[str]:
         if stage != "none" and self.healthy_at is None:
             self.healthy_at = round(elapsed, 1)
         new_lines = self.follower.feed(text)
+        self.facts = loglines.facts_from(new_lines, self.facts)
         for line in new_lines:  # every phase named, even several in one poll
             phase = phase_of([line])
             if phase and (not self.phases or self.phases[-1][0] != phase):
@@ -115,6 +121,7 @@ def _failed(seen: _Seen, elapsed: float, reason: str, line: str | None, died: bo
         healthy_at_s=seen.healthy_at,
         died_after_health=died and seen.healthy_at is not None,
         hint=hint_for([*([line] if line else []), *seen.follower.all_lines()]),
+        log_facts=dict(seen.facts),
     )
 
 
@@ -152,7 +159,13 @@ def _verdict(
         return _died(seen, elapsed, "fatal log line", fatal)
     if answer["stage"] == "completion":
         return Readiness(
-            True, elapsed, seen.follower.phase, "ready", phases=tuple(seen.phases), healthy_at_s=seen.healthy_at
+            True,
+            elapsed,
+            seen.follower.phase,
+            "ready",
+            phases=tuple(seen.phases),
+            healthy_at_s=seen.healthy_at,
+            log_facts=dict(seen.facts),
         )
     if not answer["alive"]:
         fatal = _whole_log_fatal(conn, target)

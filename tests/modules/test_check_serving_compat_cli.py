@@ -3,7 +3,8 @@
 Real: `rigger run` in a subprocess, fact gathering through the real nvidia-ml-py, the
 modules, the rules file, real files. Stand-ins: the GPUs (the fake libnvidia-ml.so.1 from
 tests/fakes/fake_nvml, which the real pynvml loads), and the vLLM build: none from before
-PR #34597 is installed, so the playbook says `triton_mla_fp8: false` for it.
+PR #34597 is installed, so the playbook says `triton_mla_fp8: false` and
+`vllm_version: "0.15.1"` for it (without a build read, the verdict would be "cannot tell").
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ PLAYBOOK = """\
       model: {model}
       tensor_parallel_size: 8
       triton_mla_fp8: false
+      vllm_version: "0.15.1"
       fail_on: never
     register: before
   - name: fix the checkpoint when the preflight says so
@@ -49,6 +51,7 @@ PLAYBOOK = """\
       model: {model}
       tensor_parallel_size: 8
       triton_mla_fp8: false
+      vllm_version: "0.15.1"
 """
 
 

@@ -166,7 +166,10 @@ def test_the_declared_layout_on_the_right_host_serves(fake: Any, quiet_log: str)
         min_memory_mib=97000,
         min_compute_capability="12.0",
     )
-    assert msg == "serve: 8 GPU(s) healthy (nvml; every rule passed)"
+    assert msg == (
+        "serve: 8 GPU(s) healthy (nvml; every rule passed); topology: PCIe only (no NVLink link up), "
+        "P2P read: 28 pair(s) ok"
+    )
     assert data["verdict"] == "serve"
 
 
@@ -281,4 +284,4 @@ def test_kimi_passes_the_health_step_on_eight_fit_gpus(rigger: Any, tmp_path: Pa
     run = kimi_check(rigger, fake, tmp_path)
     health = run.results(HEALTH_TASK)
     assert [r["status"] for r in health] == ["ok"], run.stdout[-3000:]
-    assert health[0]["msg"] == "serve: 8 GPU(s) healthy (nvml; every rule passed)"
+    assert health[0]["msg"].startswith("serve: 8 GPU(s) healthy (nvml; every rule passed); topology: PCIe only")

@@ -6,8 +6,12 @@ retired_pages_sbe, retired_pages_dbe, retired_pages_pending, remapped_rows {corr
 uncorrected, pending, failure}, clocks_event_reasons (NVML's bit mask, the bits set in every
 one of ``clock_reads`` reads), pcie_gen_current/max, pcie_width_current/max,
 persistence_mode, fabric {state, status}, xids (critical XID events seen while listening)},
-``unsupported`` (readings this GPU does not have: None there is "not supported", never 0)
-and ``read_errors`` {reading: the driver's error}. Host level: ``kernel_xids`` [{pci, xid,
+``unsupported`` (readings this GPU does not have: None there is "not supported", never 0),
+``read_errors`` {reading: the driver's error} and ``nvlink_links_up`` (NVML's
+nvmlDeviceGetNvLinkState over the links: 0 on a PCIe card, whose first link is Not
+Supported; None when the call failed or nvidia-smi was read). Host level: ``p2p``
+[{gpus: [i, j], read: "ok" | NVML's P2P status name | "unsupported", note}] from
+nvmlDeviceGetP2PStatus (read capability) per pair. Host level: ``kernel_xids`` [{pci, xid,
 text}] from the kernel log since boot (NVML delivers XID events only while a listener is
 registered, so the log is the record of what happened before), ``kernel_log`` (where it
 was read, or why not). Args: backend, clock_reads, clock_interval_s, xid_wait_ms,
@@ -29,12 +33,25 @@ import stat
 import subprocess
 import time
 
+INVALID_ARGUMENT = 2  # NVML_ERROR_INVALID_ARGUMENT: past the GPU's last NVLink
 NOT_SUPPORTED = 3  # NVML_ERROR_NOT_SUPPORTED
 FUNCTION_NOT_FOUND = 13
 TIMEOUT = 10  # NVML_ERROR_TIMEOUT: no event within the wait
 XID_CRITICAL = 0x8  # nvmlEventTypeXidCriticalError
 MAX_EVENTS = 256
 SMI_TIMEOUT_S = 30
+NVLINK_MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS
+P2P_CAPS_INDEX_READ = 0
+# nvmlGpuP2PStatus_t, as NVML names them
+P2P_STATUS = {
+    0: "ok",
+    1: "chipset not supported",
+    2: "GPU not supported",
+    3: "IOH topology not supported",
+    4: "disabled by regkey",
+    5: "not supported",
+    6: "unknown",
+}
 KERNEL_LOG_MAX = 16 * 2**20
 
 
@@ -178,11 +195,47 @@ def _via_nvml(answer: dict[str, Any], args: dict[str, Any]) -> None:
         for info, handle, gpu in zip(answer["gpus"], handles, gpus, strict=True):
             pci = _read(nvml, gpu, "pci", lambda handle=handle: nvml.nvmlDeviceGetPciInfo(handle))
             info["pci_bus_id"] = None if pci is None else _text(pci.busId)
+            info["nvlink_links_up"] = _nvlink_up(nvml, handle, gpu)
             _attach(info, gpu)
+        answer["p2p"] = _p2p(nvml, handles, [g["index"] for g in answer["gpus"]])
     except nvml.NVMLError as exc:  # the driver answered the basics, then failed: say so
         answer["errors"].append(f"nvml health readings: {exc}")
     finally:
         nvml.nvmlShutdown()
+
+
+def _nvlink_up(nvml: Any, handle: Any, gpu: _Gpu) -> int | None:
+    """Links up: NVML answers Not Supported for a link a GPU does not have (every link of a
+    PCIe card) and Invalid Argument past the last; any other error leaves it unknown."""
+    up = 0
+    for link in range(NVLINK_MAX_LINKS):
+        try:
+            up += bool(nvml.nvmlDeviceGetNvLinkState(handle, link))
+        except nvml.NVMLError as exc:
+            if getattr(exc, "value", None) in (NOT_SUPPORTED, INVALID_ARGUMENT):
+                return up
+            gpu.errors["nvlink"] = str(exc)
+            return None
+        except AttributeError:  # a binding without the call
+            gpu.unsupported.append("nvlink")
+            return None
+    return up
+
+
+def _p2p(nvml: Any, handles: list[Any], indexes: list[int]) -> list[dict[str, Any]]:
+    """P2P read status per pair as NVML gives it; a call that fails is "unsupported" with
+    the driver's error as the note, never a failed probe."""
+    pairs = []
+    for i in range(len(handles)):
+        for j in range(i + 1, len(handles)):
+            entry: dict[str, Any] = {"gpus": [indexes[i], indexes[j]]}
+            try:
+                code = int(nvml.nvmlDeviceGetP2PStatus(handles[i], handles[j], P2P_CAPS_INDEX_READ))
+                entry["read"] = P2P_STATUS.get(code, f"status {code}")
+            except (nvml.NVMLError, AttributeError) as exc:
+                entry.update(read="unsupported", note=f"nvmlDeviceGetP2PStatus: {exc}")
+            pairs.append(entry)
+    return pairs
 
 
 def _text(value: str | bytes) -> str:
@@ -191,8 +244,9 @@ def _text(value: str | bytes) -> str:
 
 def _attach(info: dict[str, Any], gpu: _Gpu) -> None:
     info["readings"] = gpu.readings
-    info["unsupported"] = sorted(set(gpu.unsupported))
-    info["read_errors"] = gpu.errors
+    # the gpus probe may already have found readings it could not take (a failed call)
+    info["unsupported"] = sorted({*gpu.unsupported, *(info.get("unsupported") or [])})
+    info["read_errors"] = {**(info.get("read_errors") or {}), **gpu.errors}
 
 
 # ---- nvidia-smi ------------------------------------------------------------------------
@@ -231,16 +285,23 @@ def _via_run(answer: dict[str, Any]) -> None:
         notes.append(f"nvidia-smi -q: exit {rc}: {query_text}")
         query_text = ""
     parsed = call("health_parse", {"health_csv": health_csv, "remap_csv": remap_csv, "query_text": query_text})
+    readings = [name for _, name in call("health_parse", {"list_fields": True})["fields"] if name != "uuid"]
+    for query, why in parsed.get("unparsed", {}).items():  # that reading is "not supported"
+        notes.append(f"nvidia-smi {query} output could not be parsed, read as unsupported: {why}")
     for info in answer["gpus"]:
         gpu = _Gpu()
+        gpu.readings.update(dict.fromkeys(readings, None))  # a reading not parsed is None
         gpu.readings.update(parsed["health"].get(info["uuid"], {}))
         gpu.readings["remapped_rows"] = parsed["remapped"].get(info["uuid"])
         gpu.readings["fabric"] = parsed["fabric"].get(info["uuid"])
         gpu.unsupported = sorted(name for name in ("ecc", "remapped_rows", "fabric") if _missing(gpu.readings, name))
         gpu.errors = {} if health_csv else {"health": "nvidia-smi could not be queried (see notes)"}
         info.setdefault("pci_bus_id", None)
+        info["nvlink_links_up"] = None
         _attach(info, gpu)
+    answer["p2p"] = []
     notes.append("nvidia-smi: XID events need NVML; only the kernel log is read for XIDs")
+    notes.append("nvidia-smi: the NVLink / P2P topology needs NVML; not read")
 
 
 def _missing(readings: dict[str, Any], name: str) -> bool:

@@ -4,11 +4,15 @@ Answer: ``{"backend": "nvml" | "nvidia-smi" | "none" | "error", "gpus": [...], "
 "cuda_version", "notes": [why a backend was not used], "errors": [...]}``. Each GPU:
 index, uuid, name, memory_total_mib, memory_used_mib (None when the driver says
 ``[N/A]``), compute_capability ("12.0"), processes [{pid, used_mib, name, cmdline,
-user}]. A host without a driver (no NVML library, no nvidia-smi, driver not loaded)
-answers backend "none" and no GPUs; that is a fact, not an error. Anything else that
-goes wrong (a driver/library version mismatch, an NVML call failing, nvidia-smi exiting
-non-zero) is quoted in ``errors``: the GPUs exist but cannot be read, which callers must
-never take for "no GPUs" (backend "error"). Args: ``backend`` ("auto" by default) forces one.
+user}], and where a reading could not be taken, ``unsupported`` [its name] and
+``read_errors`` {name: the driver's error}: one NVML call that fails, or one nvidia-smi
+field a driver does not know, costs that reading, not the GPU facts. Only the process
+list is required (without it no GPU can be judged idle). A host without a driver (no
+NVML library, no nvidia-smi, driver not loaded) answers backend "none" and no GPUs; that
+is a fact, not an error. Anything else that goes wrong (a driver/library version
+mismatch, nvmlInit failing, nvidia-smi exiting non-zero) is quoted in ``errors``: the
+GPUs exist but cannot be read, which callers must never take for "no GPUs" (backend
+"error"). Args: ``backend`` ("auto" by default) forces one.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ SMI_TIMEOUT_S = 30
 # NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_LIBRARY_NOT_FOUND: no driver here, not an error
 NVML_NO_DRIVER = (9, 12)
 SMI_NO_DRIVER = "couldn't communicate with the NVIDIA driver"
+BASE_FIELDS = ["index", "uuid", "name", "memory.total", "memory.used"]
+OPTIONAL_FIELDS = ("compute_cap", "driver_version")
 
 
 def _mib(value: int | None) -> int | None:
@@ -71,24 +77,39 @@ def _device_node(nvml: Any, handle: Any) -> str | None:
         return None
 
 
+def _reading(nvml: Any, gpu: dict[str, Any], name: str, fn: Any) -> Any:
+    """One NVML call of one GPU: one that fails costs that reading (None, listed in
+    ``unsupported``, the driver's error in ``read_errors``), never the GPU or the probe."""
+    try:
+        return fn()
+    except nvml.NVMLError as exc:
+        gpu["unsupported"].append(name)
+        gpu["read_errors"][name] = str(exc)
+        return None
+
+
+def _capability(nvml: Any, handle: Any) -> str:
+    major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
+    return f"{major}.{minor}"
+
+
 def _nvml_gpu(nvml: Any, index: int) -> dict[str, Any]:
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
-    memory = _memory(nvml, handle)
-    try:
-        major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
-        capability = f"{major}.{minor}"
-    except nvml.NVMLError:
-        capability = None
-    return {
-        "index": index,
-        "device_node": _device_node(nvml, handle),
-        "uuid": _text(nvml.nvmlDeviceGetUUID(handle)),
-        "name": _text(nvml.nvmlDeviceGetName(handle)),
-        "memory_total_mib": _mib(memory.total),
-        "memory_used_mib": _mib(memory.used),
-        "compute_capability": capability,
-        "processes": _nvml_processes(nvml, handle),
-    }
+    gpu: dict[str, Any] = {"index": index, "unsupported": [], "read_errors": {}}
+    memory = _reading(nvml, gpu, "memory", lambda: _memory(nvml, handle))
+    uuid = _reading(nvml, gpu, "uuid", lambda: nvml.nvmlDeviceGetUUID(handle))
+    name = _reading(nvml, gpu, "name", lambda: nvml.nvmlDeviceGetName(handle))
+    gpu.update(
+        device_node=_device_node(nvml, handle),
+        uuid=None if uuid is None else _text(uuid),
+        name=None if name is None else _text(name),
+        memory_total_mib=None if memory is None else _mib(memory.total),
+        memory_used_mib=None if memory is None else _mib(memory.used),
+        compute_capability=_reading(nvml, gpu, "compute_capability", lambda: _capability(nvml, handle)),
+        # no reading without it: a GPU whose holders cannot be listed is never judged idle
+        processes=_nvml_processes(nvml, handle),
+    )
+    return gpu
 
 
 def _via_nvml(notes: list[str], errors: list[str]) -> dict[str, Any] | None:
@@ -159,10 +180,44 @@ def _via_smi(notes: list[str], errors: list[str]) -> dict[str, Any] | None:
         errors.append(f"nvidia-smi --query-compute-apps: exit {rc}: {err[:300]}")
         return None
     banner = _smi([smi])[1]
-    answer: dict[str, Any] = call(
-        "nvsmi", {"gpu_csv": gpu_csv, "apps_csv": apps_csv, "banner": banner, "fields": fields}
-    )
+    try:
+        answer: dict[str, Any] = call(
+            "nvsmi", {"gpu_csv": gpu_csv, "apps_csv": apps_csv, "banner": banner, "fields": fields}
+        )
+        return answer
+    except ValueError as exc:
+        why = str(exc)[:300]
+    # Not the CSV asked for (a driver that does not know a field prints its usage or banner):
+    # ask for the fields every driver has, then each optional one alone, so one unknown
+    # field costs that reading ("unsupported", with a note), never the GPUs.
+    rc, base_csv, err = _smi([smi, "--query-gpu=" + ",".join(BASE_FIELDS), "--format=csv,noheader,nounits"])
+    try:
+        answer = call("nvsmi", {"gpu_csv": base_csv, "apps_csv": apps_csv, "banner": banner, "fields": BASE_FIELDS})
+    except ValueError as exc:  # the basic query or the process list: nothing to stand on
+        errors.append(f"nvidia-smi: output could not be parsed: {why}; {str(exc)[:300]}")
+        return None
+    for field in OPTIONAL_FIELDS:
+        _optional_field(smi, field, answer, notes)
     return answer
+
+
+def _optional_field(smi: str, field: str, answer: dict[str, Any], notes: list[str]) -> None:
+    rc, text, err = _smi([smi, f"--query-gpu=uuid,{field}", "--format=csv,noheader,nounits"])
+    try:
+        values = call("nvsmi", {"pairs_csv": text})["values"] if rc == 0 else None
+    except ValueError as exc:
+        err, values = str(exc), None
+    if values is None:
+        notes.append(f"nvidia-smi --query-gpu={field}: not readable ({err[:200]}); read as unsupported")
+    key = {"compute_cap": "compute_capability"}.get(field, field)
+    for gpu in answer["gpus"]:
+        value = (values or {}).get(gpu["uuid"])
+        if key == "driver_version":
+            answer["driver_version"] = answer.get("driver_version") or value
+            continue
+        gpu[key] = value
+        if values is None:
+            gpu.setdefault("unsupported", []).append(key)
 
 
 def _describe_processes(answer: dict[str, Any]) -> None:

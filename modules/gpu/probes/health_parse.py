@@ -161,9 +161,23 @@ def parse_kernel_xids(text: str) -> list[dict[str, Any]]:
 def main(args: dict[str, Any]) -> dict[str, Any]:
     if args.get("list_fields"):  # the fields the gpu_health probe asks nvidia-smi for
         return {"fields": HEALTH_FIELDS, "old_names": OLD_NAMES, "remap_fields": REMAP_FIELDS}
+    unparsed: dict[str, str] = {}
     return {
-        "health": parse_health(args.get("health_csv", "")),
-        "remapped": parse_remapped(args.get("remap_csv", "")),
+        "health": _parsed("--query-gpu", parse_health, args.get("health_csv", ""), unparsed),
+        "remapped": _parsed("--query-remapped-rows", parse_remapped, args.get("remap_csv", ""), unparsed),
         "fabric": parse_fabric(args.get("query_text", "")),
         "kernel_xids": parse_kernel_xids(args.get("kernel_log", "")),
+        "unparsed": unparsed,
     }
+
+
+def _parsed(query: str, parse: Any, text: str, unparsed: dict[str, str]) -> dict[str, Any]:
+    """One query's readings, or none (each then "not supported") when its output is not the
+    CSV asked for - a driver that does not know a field may print its usage or banner
+    instead: that costs this query's readings, never the GPU facts."""
+    try:
+        parsed: dict[str, Any] = parse(text)
+    except ValueError as exc:
+        unparsed[query] = str(exc)[:300]
+        return {}
+    return parsed

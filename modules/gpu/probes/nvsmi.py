@@ -105,6 +105,13 @@ def combine(gpu_csv: str, apps_csv: str, banner: str = "", fields: tuple[str, ..
     }
 
 
+def parse_pairs(text: str) -> dict[str, str | None]:
+    """``--query-gpu=uuid,FIELD``: FIELD's value by GPU uuid (None where ``[N/A]``)."""
+    return {str(_value(uuid)): _value(value) for uuid, value in rows(text, 2)}
+
+
 def main(args: dict[str, Any]) -> dict[str, Any]:
+    if "pairs_csv" in args:
+        return {"values": parse_pairs(args["pairs_csv"])}
     fields = tuple(args.get("fields") or GPU_FIELDS)
     return combine(args.get("gpu_csv", ""), args.get("apps_csv", ""), args.get("banner", ""), fields)

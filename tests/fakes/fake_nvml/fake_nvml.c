@@ -32,6 +32,13 @@
  *                   "persistence", "events"] (those calls answer NVML_ERROR_NOT_SUPPORTED,
  *                   as a GPU without ECC or an older generation does: not supported is not 0).
  *
+ * Topology, per GPU: "nvlink_links": 18 (links up; absent or 0 = a PCIe card, whose
+ * nvmlDeviceGetNvLinkState answers Not Supported); top level: "p2p_status": 0 (what
+ * nvmlDeviceGetP2PStatus answers for every pair: NVML_P2P_STATUS_*, 0 = OK, 1 = chipset
+ * not supported, 4 = disabled by regkey). "failing": ["compute_capability", "nvlink",
+ * "p2p"] per GPU makes those calls fail with NVML_ERROR_UNKNOWN (a driver that errs on
+ * one call while the others answer).
+ *
  * A process is reported only while its pid is alive (kill(pid, 0)) and not a zombie
  * (a real driver frees a context when the process exits, before it is reaped), unless
  * "report_zombie" is true (a driver that did not release). With "release_delay_s" > 0
@@ -60,6 +67,9 @@ enum {
     NVML_ERROR_DRIVER_NOT_LOADED = 9, NVML_ERROR_TIMEOUT = 10, NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
     NVML_ERROR_UNKNOWN = 999
 };
+
+/* Calls that fail on a GPU ("failing" in the config). */
+enum { FAIL_CC = 1 << 0, FAIL_NVLINK = 1 << 1, FAIL_P2P = 1 << 2 };
 
 /* Readings a GPU may not support ("unsupported" in the config). */
 enum {
@@ -91,6 +101,7 @@ typedef struct {
     unsigned long long xids[MAX_XIDS];
     unsigned int xid_count;
     unsigned int unsupported;
+    unsigned int nvlink_links, failing;
     unsigned int pci_bus; /* the GPU sits at 00000000:BUS:00.0 (default 0x18 + index) */
 } fake_gpu;
 typedef fake_gpu *nvmlDevice_t;
@@ -128,6 +139,7 @@ static char driver_version[80] = "580.95.05";
 static int cuda_version = 13000;
 static double release_delay_s;
 static int init_error;
+static int p2p_status; /* what nvmlDeviceGetP2PStatus answers for every pair */
 static int init_count;
 
 /* ---- minimal JSON ---------------------------------------------------------------- */
@@ -277,6 +289,17 @@ static void unsupported_item(cursor *c, void *ctx) {
     }
 }
 
+static void failing_item(cursor *c, void *ctx) {
+    static const char *names[] = {"compute_capability", "nvlink", "p2p"};
+    fake_gpu *g = ctx;
+    char name[32];
+    unsigned int i;
+    parse_string(c, name, sizeof name);
+    for (i = 0; i < sizeof names / sizeof *names; i++) {
+        if (!strcmp(name, names[i])) g->failing |= 1u << i;
+    }
+}
+
 static void remap_member(const char *key, cursor *c, void *ctx) {
     fake_gpu *g = ctx;
     if (!strcmp(key, "corrected")) g->remap_corrected = (unsigned int)parse_number(c);
@@ -309,6 +332,8 @@ static int health_member(const char *key, cursor *c, fake_gpu *g) {
     else if (!strcmp(key, "xids")) parse_array(c, xid_item, g);
     else if (!strcmp(key, "unsupported")) parse_array(c, unsupported_item, g);
     else if (!strcmp(key, "pci_bus")) g->pci_bus = (unsigned int)parse_number(c);
+    else if (!strcmp(key, "nvlink_links")) g->nvlink_links = (unsigned int)parse_number(c);
+    else if (!strcmp(key, "failing")) parse_array(c, failing_item, g);
     else return 0;
     return 1;
 }
@@ -368,6 +393,7 @@ static void top_member(const char *key, cursor *c, void *ctx) {
     else if (!strcmp(key, "cuda_version")) cuda_version = (int)parse_number(c);
     else if (!strcmp(key, "release_delay_s")) staged_release_delay_s = parse_number(c);
     else if (!strcmp(key, "init_error")) init_error = (int)parse_number(c);
+    else if (!strcmp(key, "p2p_status")) p2p_status = (int)parse_number(c);
     else skip_value(c);
 }
 
@@ -397,6 +423,7 @@ static nvmlReturn_t load_config(void) {
     staged_gpu_count = staged_proc_count = 0;
     staged_release_delay_s = 0;
     init_error = 0;
+    p2p_status = 0;
     c.p = text;
     c.ok = 1;
     parse_object(&c, top_member, NULL);
@@ -615,6 +642,7 @@ nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major,
     REQUIRE_INIT();
     REQUIRE_DEVICE(device);
     if (!major || !minor) return NVML_ERROR_INVALID_ARGUMENT;
+    if (device->failing & FAIL_CC) return NVML_ERROR_UNKNOWN;
     *major = device->cc_major;
     *minor = device->cc_minor;
     return NVML_SUCCESS;
@@ -922,3 +950,27 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
 }
 nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t *pci) { return nvmlDeviceGetPciInfo_v3(device, pci); }
 nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci) { return nvmlDeviceGetPciInfo_v3(device, pci); }
+
+/* ---- topology -------------------------------------------------------------------- */
+
+#define NVLINK_MAX_LINKS 18
+
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, unsigned int *isActive) {
+    READING(device, 0);
+    if (!isActive) return NVML_ERROR_INVALID_ARGUMENT;
+    if (device->failing & FAIL_NVLINK) return NVML_ERROR_UNKNOWN;
+    if (!device->nvlink_links) return NVML_ERROR_NOT_SUPPORTED;
+    if (link >= NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
+    *isActive = link < device->nvlink_links;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, int p2pIndex, int *p2pStatus) {
+    (void)p2pIndex;
+    READING(device1, 0);
+    REQUIRE_DEVICE(device2);
+    if (!p2pStatus) return NVML_ERROR_INVALID_ARGUMENT;
+    if ((device1->failing | device2->failing) & FAIL_P2P) return NVML_ERROR_UNKNOWN;
+    *p2pStatus = p2p_status;
+    return NVML_SUCCESS;
+}

@@ -126,8 +126,10 @@ class FakeNvml:
         cuda_version: int = 13000,
         release_delay_s: float = 0.0,
         init_error: int = 0,
+        p2p_status: int = 0,
     ) -> None:
         config = {
+            "p2p_status": p2p_status,
             "driver_version": driver_version,
             "cuda_version": cuda_version,
             "release_delay_s": release_delay_s,
