@@ -1,0 +1,87 @@
+"""The provisioning modules (ping, sysctl, ...) through the module contract on this machine.
+
+Real: the local connection, the probes running in a Python process of their own, the file
+primitive writing, the sysctl(8) of this host reading the running kernel. Not real: the
+files live in tmp_path, never /etc (sysctl_file points there), and no kernel value is
+changed: a live value is only ever "set" to what it already is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import registry
+from engine.connection.base import ScopedConnection
+from engine.connection.local import LocalConnection
+from engine.errors import TaskFailed
+from engine.module_api import Change, Result, TaskContext, Unchanged
+
+
+def ctx(planning: bool) -> TaskContext:
+    conn = ScopedConnection(LocalConnection())
+    return TaskContext(host_name="localhost", conn=conn.planning() if planning else conn, facts={}, vars={})
+
+
+def plan(name: str, args: dict[str, Any]) -> Any:
+    spec = registry.get(name)
+    return spec.plan(ctx(True), spec.with_defaults(spec.coerced(args)))
+
+
+def converge(name: str, args: dict[str, Any]) -> tuple[Any, Result | None, Any]:
+    """plan, apply when there is a change, plan again (which must then say nothing to do)."""
+    spec = registry.get(name)
+    full = spec.with_defaults(spec.coerced(args))
+    change = spec.plan(ctx(True), full)
+    result = spec.apply(ctx(False), full, change) if isinstance(change, Change) and spec.apply else None
+    return change, result, spec.plan(ctx(True), full)
+
+
+def test_ping_is_a_round_trip_through_the_hosts_python() -> None:
+    outcome = plan("ping", {"data": "marker-7f3a"})
+    assert isinstance(outcome, Unchanged) and outcome.data == {"ping": "marker-7f3a"}
+    with pytest.raises(TaskFailed, match="crash"):
+        plan("ping", {"data": "crash"})
+
+
+def _sysctl(key: str) -> str:
+    outcome = LocalConnection().run(["sysctl", "-n", key], read_only=True)
+    return outcome.stdout.strip()
+
+
+def test_sysctl_writes_the_file_as_ansible_and_is_idempotent(tmp_path: Path) -> None:
+    conf = tmp_path / "90-gpu.conf"
+    conf.write_text("# kept\nvm.overcommit_memory = 0\n")
+    current = _sysctl("vm.swappiness")
+    args = {"name": "vm.swappiness", "value": current, "sysctl_file": str(conf), "sysctl_set": True, "reload": False}
+    change, result, again = converge("sysctl", args)
+    assert isinstance(change, Change) and result is not None and result.changed
+    assert conf.read_text() == f"# kept\nvm.overcommit_memory=0\nvm.swappiness={current}\n"
+    assert isinstance(again, Unchanged)
+    assert _sysctl("vm.swappiness") == current
+
+
+def test_sysctl_absent_removes_the_line_only(tmp_path: Path) -> None:
+    conf = tmp_path / "sysctl.conf"
+    conf.write_text("vm.swappiness=10\n; note\nkernel.numa_balancing=0\n")
+    converge("sysctl", {"name": "vm.swappiness", "state": "absent", "sysctl_file": str(conf), "reload": False})
+    assert conf.read_text() == "; note\nkernel.numa_balancing=0\n"
+
+
+def test_sysctl_reload_loads_the_changed_file(tmp_path: Path) -> None:
+    """`sysctl -p FILE` runs for real: a file setting a value to what the kernel has loads fine."""
+    conf = tmp_path / "sysctl.conf"
+    current = _sysctl("vm.swappiness")
+    change, result, _ = converge("sysctl", {"name": "vm.swappiness", "value": current, "sysctl_file": str(conf)})
+    assert isinstance(change, Change) and result is not None and conf.read_text() == f"vm.swappiness={current}\n"
+
+
+def test_sysctl_unknown_key_in_the_running_kernel_fails_before_any_write(tmp_path: Path) -> None:
+    conf = tmp_path / "sysctl.conf"
+    with pytest.raises(TaskFailed, match=r"no sysctl net\.rigger\.no_such_key"):
+        converge(
+            "sysctl", {"name": "net.rigger.no_such_key", "value": "1", "sysctl_file": str(conf), "sysctl_set": True}
+        )
+    assert not conf.exists()
