@@ -1,3 +1,17 @@
 """System room: software, accounts and the host name (apt, package, pip, vLLM, users, groups); waiting for its state."""
 
-MODULES = ("apt", "ensure_vllm", "group", "hostname", "package", "pip", "ping", "sysctl", "user", "wait_for")
+MODULES = (
+    "apt",
+    "dnf",
+    "ensure_vllm",
+    "group",
+    "hostname",
+    "modprobe",
+    "package",
+    "pip",
+    "ping",
+    "sysctl",
+    "user",
+    "wait_for",
+    "yum",
+)

@@ -85,3 +85,20 @@ def test_sysctl_unknown_key_in_the_running_kernel_fails_before_any_write(tmp_pat
             "sysctl", {"name": "net.rigger.no_such_key", "value": "1", "sysctl_file": str(conf), "sysctl_set": True}
         )
     assert not conf.exists()
+
+
+def test_the_kernel_modules_probe_reads_boot_configuration_through_the_file_primitive(tmp_path: Path) -> None:
+    """The probe for real on this host's Python: files and trusted links in the load directory
+    are read, a subdirectory is not, a missing options directory answers no files."""
+    load = tmp_path / "modules-load.d"
+    load.mkdir()
+    (load / "gpu.conf").write_text("nvidia-peermem\n")
+    (tmp_path / "modules").write_text("nvidia-uvm\n")
+    (load / "modules.conf").symlink_to(tmp_path / "modules")
+    (load / "sub").mkdir()
+    (load / "sub" / "x.conf").write_text("ignored\n")
+    args = {"name": "rigger_no_such_module", "load_dir": str(load), "options_dir": str(tmp_path / "absent")}
+    answer = LocalConnection().run_probe("kernel_modules", args)
+    assert answer["loaded"] is False
+    assert answer["load_files"] == {f"{load}/gpu.conf": "nvidia-peermem\n", f"{load}/modules.conf": "nvidia-uvm\n"}
+    assert answer["options_files"] == {}
