@@ -3,6 +3,7 @@
 MODULES = (
     "apt",
     "dnf",
+    "find",
     "ensure_vllm",
     "group",
     "hostname",

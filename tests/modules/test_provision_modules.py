@@ -8,6 +8,8 @@ changed: a live value is only ever "set" to what it already is.
 
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +104,55 @@ def test_the_kernel_modules_probe_reads_boot_configuration_through_the_file_prim
     assert answer["loaded"] is False
     assert answer["load_files"] == {f"{load}/gpu.conf": "nvidia-peermem\n", f"{load}/modules.conf": "nvidia-uvm\n"}
     assert answer["options_files"] == {}
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A small model directory: files at two depths, a hidden file, a link, old and new."""
+    (tmp_path / "m" / "shards").mkdir(parents=True)
+    (tmp_path / "m" / "config.json").write_text('{"model_type": "llama"}\n')
+    (tmp_path / "m" / ".cache").write_text("x")
+    (tmp_path / "m" / "shards" / "a.safetensors").write_bytes(b"\0" * 2048)
+    (tmp_path / "m" / "shards" / "b.safetensors").write_bytes(b"\0" * 10)
+    (tmp_path / "m" / "latest").symlink_to(tmp_path / "m" / "shards")
+    old = tmp_path / "m" / "shards" / "b.safetensors"
+    os.utime(old, (1, 1))
+    return tmp_path / "m"
+
+
+def _found(args: dict[str, Any]) -> list[str]:
+    outcome = plan("find", args)
+    assert isinstance(outcome, Unchanged)
+    return sorted(Path(entry["path"]).name for entry in outcome.data["files"])
+
+
+def test_find_filters_as_ansible(tree: Path) -> None:
+    top = str(tree)
+    assert _found({"paths": top}) == ["config.json"]
+    assert _found({"paths": top, "hidden": True}) == [".cache", "config.json"]
+    assert _found({"paths": top, "recurse": True, "patterns": "*.safetensors"}) == ["a.safetensors", "b.safetensors"]
+    assert _found({"paths": top, "recurse": True, "size": "1k"}) == ["a.safetensors"]
+    assert _found({"paths": top, "recurse": True, "age": "1d", "patterns": "*.safetensors"}) == ["b.safetensors"]
+    assert _found({"paths": top, "recurse": True, "contains": '.*"model_type"'}) == ["config.json"]
+    assert _found({"paths": top, "file_type": "link"}) == ["latest"]
+    assert _found({"paths": top, "file_type": "directory", "recurse": True}) == ["shards"]
+    assert _found({"paths": top, "recurse": True, "depth": 1, "patterns": "*.safetensors"}) == []
+    assert _found({"paths": top, "recurse": True, "use_regex": True, "patterns": r"[ab]\.", "excludes": "b"}) == [
+        "a.safetensors"
+    ]
+
+
+def test_find_never_descends_a_link_and_reports_checksums(tree: Path) -> None:
+    outcome = plan("find", {"paths": str(tree), "recurse": True, "file_type": "any", "get_checksum": True})
+    paths = {entry["path"]: entry for entry in outcome.data["files"]}
+    assert f"{tree}/latest/a.safetensors" not in paths  # the link is reported, not walked
+    assert paths[f"{tree}/latest"]["islnk"] and paths[f"{tree}/shards"]["isdir"]
+    digest = hashlib.sha1(b"\0" * 10).hexdigest()
+    assert paths[f"{tree}/shards/b.safetensors"]["checksum"] == digest
+    assert "checksum" not in paths[f"{tree}/shards"]
+
+
+def test_find_skips_a_missing_path_with_a_warning(tree: Path) -> None:
+    outcome = plan("find", {"paths": [str(tree / "gone"), str(tree)]})
+    assert [Path(e["path"]).name for e in outcome.data["files"]] == ["config.json"]
+    assert list(outcome.data["skipped_paths"]) == [str(tree / "gone")] and outcome.warnings
