@@ -4,6 +4,7 @@ MODULES = (
     "apt",
     "dnf",
     "find",
+    "get_url",
     "ensure_vllm",
     "group",
     "hostname",

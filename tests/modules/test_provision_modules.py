@@ -8,8 +8,12 @@ changed: a live value is only ever "set" to what it already is.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import http.server
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +24,7 @@ from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
 from engine.errors import TaskFailed
 from engine.module_api import Change, Result, TaskContext, Unchanged
+from engine.probes import ProbeError
 
 
 def ctx(planning: bool) -> TaskContext:
@@ -156,3 +161,76 @@ def test_find_skips_a_missing_path_with_a_warning(tree: Path) -> None:
     outcome = plan("find", {"paths": [str(tree / "gone"), str(tree)]})
     assert [Path(e["path"]).name for e in outcome.data["files"]] == ["config.json"]
     assert list(outcome.data["skipped_paths"]) == [str(tree / "gone")] and outcome.warnings
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """A real HTTP server (Python's http.server) on a port the kernel chose, serving a folder;
+    one for the module's tests (each serves files of its own names), stopped once."""
+    root = tmp_path_factory.mktemp("www")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *a: None  # type: ignore[attr-defined]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", root
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_get_url_downloads_verifies_and_is_idempotent(web: tuple[str, Path], tmp_path: Path) -> None:
+    base, root = web
+    (root / "keyring.deb").write_bytes(b"deb-bytes\n")
+    digest = hashlib.sha256(b"deb-bytes\n").hexdigest()
+    dest = tmp_path / "keyring.deb"
+    args = {"url": f"{base}/keyring.deb", "dest": str(dest), "checksum": f"sha256:{digest}", "mode": "0600"}
+    change, result, again = converge("get_url", args)
+    assert isinstance(change, Change) and result is not None and result.changed
+    assert dest.read_bytes() == b"deb-bytes\n" and oct(dest.stat().st_mode & 0o777) == "0o600"
+    assert result.data["status_code"] == 200 and result.data["checksum_src"] == hashlib.sha1(b"deb-bytes\n").hexdigest()
+    assert isinstance(again, Unchanged) and again.msg == "file already exists"
+
+
+def test_get_url_refuses_a_body_whose_checksum_differs(web: tuple[str, Path], tmp_path: Path) -> None:
+    base, root = web
+    (root / "tampered.deb").write_bytes(b"not what was published\n")
+    dest = tmp_path / "tampered.deb"
+    args = {"url": f"{base}/tampered.deb", "dest": str(dest), "checksum": "sha256:" + "0" * 64}
+    with pytest.raises(ProbeError, match="did not match"):
+        converge("get_url", args)
+    assert not dest.exists()
+
+
+def test_get_url_without_checksum_asks_if_modified_and_keeps_the_file(web: tuple[str, Path], tmp_path: Path) -> None:
+    base, root = web
+    (root / "model.cfg").write_text("tp=8\n")
+    dest = tmp_path / "model.cfg"
+    dest.write_text("tp=8\n")  # newer than the served file: the server answers 304
+    spec = registry.get("get_url")
+    full = spec.with_defaults({"url": f"{base}/model.cfg", "dest": str(dest)})
+    change = spec.plan(ctx(True), full)
+    assert isinstance(change, Change)  # no checksum proves it: a download is planned
+    result = spec.apply(ctx(False), full, change)
+    assert not result.changed and result.data["status_code"] == 304
+
+
+def test_get_url_fetches_a_checksums_file_and_writes_into_a_directory(web: tuple[str, Path], tmp_path: Path) -> None:
+    base, root = web
+    (root / "tool.tar").write_bytes(b"tar")
+    (root / "SHA256SUMS").write_text(f"{hashlib.sha256(b'other').hexdigest()}  other.tar\n")
+    (root / "SHA256SUMS").write_text(
+        (root / "SHA256SUMS").read_text() + f"{hashlib.sha256(b'tar').hexdigest()}  tool.tar\n"
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    args = {"url": f"{base}/tool.tar", "dest": str(out), "checksum": f"sha256:{base}/SHA256SUMS"}
+    _, result, _ = converge("get_url", args)
+    assert result is not None and result.changed and (out / "tool.tar").read_bytes() == b"tar"
+
+
+def test_get_url_fails_on_a_missing_file(web: tuple[str, Path], tmp_path: Path) -> None:
+    base, _ = web
+    with pytest.raises(TaskFailed, match="Request failed: HTTP Error 404"):
+        converge("get_url", {"url": f"{base}/nope.deb", "dest": str(tmp_path / "nope.deb")})
