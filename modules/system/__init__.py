@@ -13,6 +13,7 @@ MODULES = (
     "pip",
     "ping",
     "sysctl",
+    "uri",
     "user",
     "wait_for",
     "yum",

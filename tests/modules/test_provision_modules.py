@@ -8,9 +8,11 @@ changed: a live value is only ever "set" to what it already is.
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import http.server
+import json
 import os
 import threading
 from collections.abc import Iterator
@@ -163,13 +165,30 @@ def test_find_skips_a_missing_path_with_a_warning(tree: Path) -> None:
     assert list(outcome.data["skipped_paths"]) == [str(tree / "gone")] and outcome.warnings
 
 
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    """Files for GET; POST answers JSON saying what it received (an API stand-in that is a real server)."""
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+        seen = {"body": body, "type": self.headers.get("Content-Type"), "auth": self.headers.get("Authorization")}
+        payload = json.dumps(seen).encode()
+        self.send_response(201)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("X-Request-Id", "r-1")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
 @pytest.fixture(scope="module")
 def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """A real HTTP server (Python's http.server) on a port the kernel chose, serving a folder;
     one for the module's tests (each serves files of its own names), stopped once."""
     root = tmp_path_factory.mktemp("www")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    handler.log_message = lambda *a: None  # type: ignore[attr-defined]
+    handler = functools.partial(_Handler, directory=str(root))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -234,3 +253,43 @@ def test_get_url_fails_on_a_missing_file(web: tuple[str, Path], tmp_path: Path) 
     base, _ = web
     with pytest.raises(TaskFailed, match="Request failed: HTTP Error 404"):
         converge("get_url", {"url": f"{base}/nope.deb", "dest": str(tmp_path / "nope.deb")})
+
+
+def test_uri_posts_json_and_returns_ansibles_keys(web: tuple[str, Path]) -> None:
+    base, _ = web
+    args = {
+        "url": f"{base}/v1/reload",
+        "method": "POST",
+        "body": {"model": "llama"},
+        "body_format": "json",
+        "status_code": 201,
+        "url_username": "ops",
+        "url_password": "s3cret-pw",
+        "force_basic_auth": True,
+    }
+    change, result, _ = converge("uri", args)
+    assert isinstance(change, Change) and "s3cret-pw" not in repr(change)
+    assert result is not None and not result.changed  # a call changes the server, not the host
+    seen = result.data["json"]
+    assert json.loads(seen["body"]) == {"model": "llama"} and seen["type"] == "application/json"
+    assert seen["auth"] == "Basic " + base64.b64encode(b"ops:s3cret-pw").decode()
+    assert result.data["status"] == 201 and result.data["x_request_id"] == "r-1" and not result.data["redirected"]
+    assert "s3cret-pw" not in repr(result)
+
+
+def test_uri_fails_on_an_unexpected_status_with_the_content(web: tuple[str, Path]) -> None:
+    base, _ = web
+    with pytest.raises(TaskFailed, match=r"Status code was 404 and not \[200\]") as failed:
+        converge("uri", {"url": f"{base}/missing"})
+    assert failed.value.data["status"] == 404 and "content" in failed.value.data
+
+
+def test_uri_writes_dest_and_skips_with_creates(web: tuple[str, Path], tmp_path: Path) -> None:
+    base, root = web
+    (root / "served.txt").write_text("hello\n")
+    dest = tmp_path / "got.txt"
+    _, result, _ = converge("uri", {"url": f"{base}/served.txt", "dest": str(dest), "return_content": True})
+    assert result is not None and result.changed and dest.read_text() == "hello\n"
+    assert result.data["content"] == "hello\n" and result.data["path"] == str(dest)
+    again = plan("uri", {"url": f"{base}/served.txt", "creates": str(dest)})
+    assert isinstance(again, Unchanged) and again.msg == f"skipped, since '{dest}' exists"
