@@ -9,7 +9,8 @@ verified against `checksum` before anything is written, then written atomically 
 the file primitive with `mode` (and a `backup` copy). A directory `dest` takes the file
 name the server gives (Content-Disposition) or the URL's last part. Check mode plans a
 download whenever `dest` is missing, forced, or not proven by a checksum (Ansible's check
-mode sends a HEAD and reports a change in those cases too); nothing is fetched then. The
+mode sends a HEAD and reports a change in those cases too); nothing is fetched then but a
+checksums file. The
 body is held in memory up to `max_bytes` (default 8 GiB) before the one atomic write.
 `url_password` never reaches output or plan files. Arguments rigger does not act on
 (`owner`, `group`, `tmp_dest`, `client_cert`, `ciphers`, ...) are refused by name.
@@ -121,7 +122,7 @@ def _request(args: Mapping[str, Any], url: str, **extra: Any) -> dict[str, Any]:
 
 def _digest_from_url(ctx: TaskContext, args: Mapping[str, Any], url: str) -> str:
     """A checksums file (sha256sum's `HEX  NAME` lines, or a bare digest) fetched from the host."""
-    answer = ctx.conn.run_probe("http_request", _request(args, url, keep_body=True, max_bytes=_CHECKSUMS_FILE_BYTES))
+    answer = ctx.conn.run_probe("http_get", _request(args, url, max_bytes=_CHECKSUMS_FILE_BYTES))
     if answer["error"] or answer["status"] != 200:
         raise TaskFailed(f"cannot fetch the checksums file {url}: {answer['msg']}")
     lines = base64.b64decode(answer["body"]).decode("utf-8", "replace").splitlines()
@@ -150,33 +151,39 @@ def _dest_facts(ctx: TaskContext, dest: str, algorithm: str) -> dict[str, Any]:
     return facts
 
 
-def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
+def _is_url(value: str) -> bool:
+    return value.startswith(("http://", "https://", "ftp://"))
+
+
+def _expected(ctx: TaskContext, args: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(algorithm, hex digest) the body must have; a checksums file is fetched for it, in
+    check mode too, as Ansible fetches it."""
     checksum = _parse_checksum(args["checksum"])
+    if checksum is None:
+        return None
+    algorithm, value = checksum
+    return algorithm, _hex(_digest_from_url(ctx, args, value) if _is_url(value) else value)
+
+
+def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
+    expected = _expected(ctx, args)
     mode = _mode(args)
     dest = args["dest"]
-    facts = _dest_facts(ctx, dest, checksum[0] if checksum else "sha1")
+    facts = _dest_facts(ctx, dest, expected[0] if expected else "sha1")
     if facts.get("type") == "directory":
         dest = posixpath.join(dest, _url_filename(args["url"]))
-        facts = _dest_facts(ctx, dest, checksum[0] if checksum else "sha1")
+        facts = _dest_facts(ctx, dest, expected[0] if expected else "sha1")
     data = {"dest": dest, "url": _masked(args["url"])}
-    proven = False
-    if (
-        checksum
-        and facts.get("exists")
-        and not args["force"]
-        and not checksum[1].startswith(("http://", "https://", "ftp://"))
-    ):
-        proven = facts.get("checksum") == _hex(checksum[1])
-    if proven:
+    payload: dict[str, Any] = {"dest": dest, "checksum": list(expected) if expected else None}
+    if expected and facts.get("exists") and not args["force"] and facts.get("checksum") == expected[1]:
         if mode is None or int(facts["mode"], 8) == mode:
             return Unchanged("file already exists", {**data, "checksum_dest": facts.get("checksum")})
         diff = Diff(f"{dest} (mode)", f"{facts['mode']}\n", f"{mode:04o}\n")
-        return Change("file already exists but file attributes changed", (diff,), {"dest": dest, "download": False})
+        return Change("file already exists but file attributes changed", (diff,), {**payload, "download": False})
     existed = bool(facts.get("exists"))
     diff = Diff(dest, "(present: its content may change)\n" if existed else "", f"(downloaded from {data['url']})\n")
-    summary = f"download {data['url']} to {dest}"
     fingerprint = {f"file:{dest}": f"{facts.get('checksum') or ''}" if existed else "absent"}
-    return Change(summary, (diff,), {"dest": dest, "download": True}, fingerprint)
+    return Change(f"download {data['url']} to {dest}", (diff,), {**payload, "download": True}, fingerprint)
 
 
 def _masked(url: str) -> str:
@@ -193,10 +200,7 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     if not change.payload["download"]:
         ctx.conn.run_probe("fileio", {"op": "attrs", "path": dest, "mode": mode})
         return Result(True, change.summary, diffs=change.diffs, data={"dest": dest, "url": _masked(args["url"])})
-    checksum = _parse_checksum(args["checksum"])
-    if checksum and checksum[1].startswith(("http://", "https://", "ftp://")):
-        checksum = (checksum[0], _digest_from_url(ctx, args, checksum[1]))
-    expected = (checksum[0], _hex(checksum[1])) if checksum else None
+    expected = change.payload["checksum"]
     facts = _dest_facts(ctx, dest, "sha1")
     since = facts["mtime"] if facts.get("exists") and not args["force"] and not expected else None
     request = _request(
@@ -205,7 +209,7 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
         dest=dest,
         mode=mode,
         backup=args["backup"],
-        checksum=list(expected) if expected else None,
+        checksum=expected,
         dest_checksum=facts.get("checksum"),
         if_modified_since=since,
     )

@@ -245,8 +245,9 @@ def test_get_url_fetches_a_checksums_file_and_writes_into_a_directory(web: tuple
     out = tmp_path / "out"
     out.mkdir()
     args = {"url": f"{base}/tool.tar", "dest": str(out), "checksum": f"sha256:{base}/SHA256SUMS"}
-    _, result, _ = converge("get_url", args)
+    _, result, again = converge("get_url", args)
     assert result is not None and result.changed and (out / "tool.tar").read_bytes() == b"tar"
+    assert isinstance(again, Unchanged)  # the checksums file proves the file: no download planned
 
 
 def test_get_url_fails_on_a_missing_file(web: tuple[str, Path], tmp_path: Path) -> None:
