@@ -2,6 +2,7 @@
 
 MODULES = (
     "apt",
+    "authorized_key",
     "dnf",
     "find",
     "get_url",

@@ -14,6 +14,7 @@ import hashlib
 import http.server
 import json
 import os
+import pwd
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -294,3 +295,31 @@ def test_uri_writes_dest_and_skips_with_creates(web: tuple[str, Path], tmp_path:
     assert result.data["content"] == "hello\n" and result.data["path"] == str(dest)
     again = plan("uri", {"url": f"{base}/served.txt", "creates": str(dest)})
     assert isinstance(again, Unchanged) and again.msg == f"skipped, since '{dest}' exists"
+
+
+KEY_A = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIHNPMkJeUzgWGObZW174yR2U7cq6SBbgx06tc1bOYI3 ops@laptop"
+KEY_B = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeButWellFormedBase64BlobForTestsOnly0001 ci@runner"
+
+
+def test_authorized_key_writes_as_the_user_and_is_idempotent(tmp_path: Path) -> None:
+    """A real account (nobody) and a real file: the directory 0700 and the file 0600, both the user's."""
+    nobody = pwd.getpwnam("nobody")
+    keys = tmp_path / "home" / ".ssh" / "authorized_keys"
+    (tmp_path / "home").mkdir()
+    args = {"user": "nobody", "key": f"{KEY_A}\n# a note\n{KEY_B}", "path": str(keys)}
+    change, result, again = converge("authorized_key", args)
+    assert isinstance(change, Change) and result is not None and isinstance(again, Unchanged)
+    assert keys.read_text() == f"{KEY_A}\n{KEY_B}\n"
+    for path, mode in ((keys, 0o600), (keys.parent, 0o700)):
+        st = path.stat()
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (nobody.pw_uid, nobody.pw_gid, mode), path
+    converge("authorized_key", {"user": "nobody", "key": KEY_B, "path": str(keys), "state": "absent"})
+    assert keys.read_text() == f"{KEY_A}\n"
+
+
+def test_authorized_key_fetches_keys_from_a_url(web: tuple[str, Path], tmp_path: Path) -> None:
+    base, root = web
+    (root / "ops.keys").write_text(f"{KEY_B}\n")
+    keys = tmp_path / "authorized_keys"
+    _, result, _ = converge("authorized_key", {"user": "nobody", "key": f"{base}/ops.keys", "path": str(keys)})
+    assert result is not None and keys.read_text() == f"{KEY_B}\n"
