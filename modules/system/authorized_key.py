@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import posixpath
 import re
-import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -98,9 +97,8 @@ def parse_options(text: str | None) -> dict[str, str | None]:
 def parse_key(raw: str, rank: int) -> Key | None:
     """ansible.posix's parsekey: options, type, blob, comment."""
     raw = raw.replace(r"\#", "#")
-    lexer = shlex.shlex(raw)
-    lexer.quotes, lexer.commenters, lexer.whitespace_split = "", "", True
-    parts = list(lexer)
+    # ansible.posix's shlex (no quotes, no comments, whitespace_split) splits on these only
+    parts = [part for part in re.split(r"[ \t\r\n]+", raw) if part]
     if parts and parts[0] == "#":
         return (raw, "skipped", None, None, rank)
     index = next((i for i, part in enumerate(parts) if part in KEY_TYPES), None)
