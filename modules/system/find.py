@@ -21,7 +21,7 @@ from typing import Any
 
 from engine.module_api import TaskContext, TaskFailed, Unchanged
 
-HOST_PATHS = ("paths",)
+HOST_PATHS = ("paths", "path", "name")  # a string; the items of a list are not expanded
 _AGE = re.compile(r"^(-?\d+)(s|m|h|d|w)?$")
 _SIZE = re.compile(r"^(-?\d+)(b|k|m|g|t)?$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

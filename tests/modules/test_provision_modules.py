@@ -15,6 +15,7 @@ import http.server
 import json
 import os
 import pwd
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -323,3 +324,14 @@ def test_authorized_key_fetches_keys_from_a_url(web: tuple[str, Path], tmp_path:
     keys = tmp_path / "authorized_keys"
     _, result, _ = converge("authorized_key", {"user": "nobody", "key": f"{base}/ops.keys", "path": str(keys)})
     assert result is not None and keys.read_text() == f"{KEY_B}\n"
+
+
+def test_get_url_force_replaces_the_file_and_keeps_a_backup(web: tuple[str, Path], tmp_path: Path) -> None:
+    base, root = web
+    (root / "limits.conf").write_text("new\n")
+    dest = tmp_path / "limits.conf"
+    dest.write_text("old\n")
+    _, result, _ = converge("get_url", {"url": f"{base}/limits.conf", "dest": str(dest), "force": True, "backup": True})
+    assert result is not None and result.changed and dest.read_text() == "new\n"
+    assert Path(result.data["backup_file"]).read_text() == "old\n"
+    assert re.fullmatch(r"limits\.conf\.\d+\.\d{4}-\d\d-\d\d@\d\d:\d\d:\d\d~", Path(result.data["backup_file"]).name)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import email.utils
 import hashlib
+import os
 import ssl
 import time
 import urllib.error
@@ -93,10 +94,9 @@ def _write(args: dict[str, Any], data: bytes, answer: dict[str, Any]) -> None:
     if answer["checksum_src"] == args.get("dest_checksum"):
         return
     if args.get("backup") and args.get("dest_checksum"):
-        stamp = time.strftime("%Y-%m-%d@%H:%M:%S")
-        answer["backup_file"] = call(
-            "fileio", {"op": "backup", "path": args["dest"], "backup": f"{args['dest']}.{stamp}~"}
-        )["backup"]
+        # Ansible's backup_local name: FILE.PID.TIMESTAMP~
+        backup = f"{args['dest']}.{os.getpid()}.{time.strftime('%Y-%m-%d@%H:%M:%S')}~"
+        answer["backup_file"] = call("fileio", {"op": "backup", "path": args["dest"], "backup": backup})["backup"]
     encoded = base64.b64encode(data).decode()
     call("fileio", {"op": "write", "path": args["dest"], "data": encoded, "mode": args.get("mode")})
     answer["written"] = True
