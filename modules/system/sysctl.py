@@ -1,15 +1,18 @@
 """Set a kernel parameter in a sysctl file and, with `sysctl_set`, in the running kernel.
 
-Ansible's `sysctl`: `name` in `sysctl_file` (default /etc/sysctl.conf; a drop-in such as
-/etc/sysctl.d/90-gpu.conf is the usual choice) is made `name=value`, or removed with
-`state: absent`. The file is rewritten as Ansible rewrites it: other settings are kept as
-`key=value` (the first of duplicates only), comments and blank lines as they are, a new
-setting appended at the end; the write is atomic (the file primitive). With `reload`
-(the default) a changed file is loaded with `sysctl -p FILE` (`-e` with `ignoreerrors`);
-with `sysctl_set` the live value (`sysctl -n`) is compared too and set with `sysctl -w`.
-Values are compared word by word, as Ansible does (`1 2` equals `1   2`); a boolean-like
-value (`yes`, `on`, `true`) is written as 1, `no`/`off`/`false` as 0. A key outside
-letters, digits, `_ . - /` (or starting with `-`) is refused before anything runs.
+ansible.posix's `sysctl`: `name` in `sysctl_file` (default /etc/sysctl.conf; a drop-in
+such as /etc/sysctl.d/90-gpu.conf is the usual choice) is made `name=value`, or removed
+with `state: absent`. The file is rewritten as Ansible rewrites it: other settings kept
+as `key=value` (the first of duplicates only), comments and blank lines kept (every line
+stripped of surrounding blanks), a new setting appended at the end; the write is atomic
+(the file primitive). With `reload` (the default) a changed file is loaded with
+`sysctl -p FILE`; with `sysctl_set` the live value (`sysctl -e -n`) is compared too and
+set with `sysctl -w` (both with `-e` under `ignoreerrors`). The file's value is compared
+as text, the live one word by word (`1 2` equals `1   2`), as ansible.posix compares
+them; a boolean-like value (`yes`, `on`, `true`) is written as 1, `no`/`off`/`false` as
+0. A key the running kernel lacks fails the task before the file is written (Ansible
+writes the file, then fails setting it). A key outside letters, digits, `_ . - /` (or
+starting with `-`) is refused before anything runs.
 """
 
 from __future__ import annotations
@@ -100,8 +103,8 @@ def _settings(args: Mapping[str, Any]) -> tuple[str, str]:
     if not _KEY.match(name):
         raise TaskFailed(f"{name!r} is not a sysctl key (letters, digits, '_', '.', '-', '/'; not starting with '-')")
     raw = args.get("value", args.get("val"))
-    if args["state"] == "present" and raw is None:
-        raise TaskFailed(f"state present needs a value for {name}")
+    if args["state"] == "present" and (raw is None or raw == ""):
+        raise TaskFailed(f"value cannot be {'None' if raw is None else 'blank'} (state present, {name})")
     value = _normal(raw)
     if "\n" in value:
         raise TaskFailed(f"the value for {name} spans lines: a sysctl value is one line")
@@ -119,15 +122,15 @@ def file_values(lines: list[str]) -> dict[str, str]:
 
 
 def fixed_lines(lines: list[str], name: str, value: str, present: bool) -> list[str]:
-    """The file as Ansible's fix_lines rewrites it."""
+    """The file as ansible.posix's fix_lines and write_sysctl rewrite it: every line
+    stripped, settings as key=value, the first of duplicates kept, the new one last."""
     checked: list[str] = []
     fixed = []
-    for line in lines:
-        text = line.strip()
-        if not text or text.startswith(("#", ";")) or "=" not in text:
-            fixed.append(line)
+    for line in (raw.strip() for raw in lines):
+        if not line or line.startswith(("#", ";")) or "=" not in line:
+            fixed.append(line + "\n")
             continue
-        key, old = (part.strip() for part in text.split("=", 1))
+        key, old = (part.strip() for part in line.split("=", 1))
         if key in checked:
             continue
         checked.append(key)
@@ -155,7 +158,8 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     lines = text.splitlines(keepends=True)
     present = args["state"] == "present"
     in_file = file_values(lines).get(name)
-    write = (in_file is None or not _same(in_file, value)) if present else name in file_values(lines)
+    # the file compares as text (ansible.posix), the running kernel word by word
+    write = in_file != value if present else bool(in_file)
     live = _live(ctx, name) if args["sysctl_set"] else None
     if args["sysctl_set"] and present and live is None and not args["ignoreerrors"]:
         raise TaskFailed(f"the running kernel has no sysctl {name} (sysctl -e -n answered nothing)")
@@ -185,5 +189,6 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
             head = ["sysctl", *(["-e"] if args["ignoreerrors"] else []), "-p"]
             ctx.conn.run(command_line(head, [operand(path, "sysctl_file")]))
     if change.payload["set_live"]:
-        ctx.conn.run(command_line(["sysctl", "-w"], [operand(f"{name}={value}", "name=value")]))
+        head = ["sysctl", *(["-e"] if args["ignoreerrors"] else []), "-w"]
+        ctx.conn.run(command_line(head, [operand(f"{name}={value}", "name=value")]))
     return Result(changed=True, msg=change.summary, diffs=change.diffs, data={"name": name, "value": value})
