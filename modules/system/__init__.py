@@ -1,3 +1,21 @@
 """System room: software, accounts and the host name (apt, package, pip, vLLM, users, groups); waiting for its state."""
 
-MODULES = ("apt", "ensure_vllm", "group", "hostname", "package", "pip", "user", "wait_for")
+MODULES = (
+    "apt",
+    "authorized_key",
+    "dnf",
+    "find",
+    "get_url",
+    "ensure_vllm",
+    "group",
+    "hostname",
+    "modprobe",
+    "package",
+    "pip",
+    "ping",
+    "sysctl",
+    "uri",
+    "user",
+    "wait_for",
+    "yum",
+)

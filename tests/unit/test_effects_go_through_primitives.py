@@ -43,6 +43,10 @@ class Effect:
 CONTROLLER = "reads the playbook's own files on the controller (templates, copy sources), not a host file"
 KERNEL = "reads or lists kernel-made /proc, /sys or /etc/os-release entries: small, never a FIFO a user plants"
 SHM = "the /dev/shm segment probes: fd-relative to the tmpfs they judged (the GPU/signal safety's area)"
+FIND = (
+    "Ansible's find: opens directories O_NOFOLLOW below a start path fileio judged and lists them "
+    "(read-only; file content and checksums go through fileio and file_facts)"
+)
 CHECKPOINT_HASH = "hashes checkpoint shards of many GiB in blocks: a bound would refuse real models"
 EXEC_CALLS = {f"os.{name}" for name in ("system", "popen", "posix_spawn", "posix_spawnp", "fork", "forkpty")}
 EXEC_CALLS |= {f"os.exec{suffix}" for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe")}
@@ -118,6 +122,7 @@ EFFECTS: dict[str, Effect] = {
             "modules/checkpoints/probes/model_vllm_info.py": "reads one source file of the installed vLLM package",
             "modules/system/probes/account_facts.py": "reads /etc/shadow (root-owned) to compare password hashes",
             "modules/system/probes/venv_dists.py": "reads dist-info metadata of a venv rigger manages",
+            "modules/system/probes/find_files.py": FIND,
             "modules/serving/probes/vllm_log_scan.py": "scans vLLM's log (opened by fileio at launch) up to its budget",
             "modules/serving/probes/vllm_wait.py": "tails vLLM's log, at most MAX_CHUNK bytes per look",
             "modules/serving/probes/vllm_liveness.py": KERNEL,
@@ -167,6 +172,7 @@ EFFECTS: dict[str, Effect] = {
             "modules/checkpoints/probes/model_files.py": "lists one model directory (no recursion)",
             "modules/checkpoints/probes/model_verify.py": CHECKPOINT_HASH,
             "modules/system/probes/venv_dists.py": "globs a venv's site-packages for dist-info directories",
+            "modules/system/probes/find_files.py": FIND,
         },
     ),
 }
