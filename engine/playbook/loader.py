@@ -286,6 +286,8 @@ def _options(data: Mapping[str, Any], inherited: TaskOptions) -> TaskOptions:
         become=data.get("become", inherited.become),
         environment=inherited.environment + ((env,) if env else ()),
         no_log=data.get("no_log", inherited.no_log),
+        diff=data.get("diff", inherited.diff),
+        check_mode=data.get("check_mode", inherited.check_mode),
         ignore_errors=data.get("ignore_errors", inherited.ignore_errors),
         vars={**inherited.vars, **_vars_of(data)},
         run_once=data.get("run_once", inherited.run_once),

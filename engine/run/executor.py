@@ -18,7 +18,7 @@ from engine.module_api import Change, Diff, Effect, Result, Starts, Stops, TaskC
 from engine.output.events import HostResult, Status
 from engine.playbook import loops
 from engine.probes import ProbeError
-from engine.run import quarantine
+from engine.run import checkmode, quarantine
 from engine.templating.filters import to_bool
 
 
@@ -32,6 +32,7 @@ class PlannedStep:
     check_mode: str
     no_log: bool
     change: Change | Unchanged | None
+    hide_diff: bool = False  # the task says ``diff: false``: its diffs are kept only sealed
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,18 @@ def no_log_of(options: TaskOptions, scope: Mapping[str, Any]) -> bool:
     return bool(flag)
 
 
+def diff_of(options: TaskOptions, scope: Mapping[str, Any]) -> bool | None:
+    """``diff``, rendered when it is a template (None: not set); one that does not render
+    hides the diffs (the safe side, as no_log)."""
+    flag = options.diff
+    if isinstance(flag, str):
+        try:
+            return to_bool(templating.render(flag, scope))
+        except TemplateError:
+            return False
+    return None if flag is None else bool(flag)
+
+
 def become_of(options: TaskOptions, scope: Mapping[str, Any]) -> bool:
     """Whether a task (or a play's fact gathering) runs as root: its ``become``, else the
     inventory's ``ansible_become``, as in Ansible. TemplateError when it does not render."""
@@ -233,6 +246,11 @@ class TaskRunner:
         self.options = options
         self.progress = progress
         self.no_log = no_log_of(task.options, scope)
+        self.diff = diff_of(task.options, scope)
+        self.check_mode = checkmode.task_check_mode(task.options)
+        if self.check_mode and not options.check_mode:  # `check_mode: true` in a real run
+            self.options = replace(options, check_mode=True, before_apply=None)
+            self.conn = PredictedHost(conn)
 
     def run(self) -> Outcome:
         task = self.task
@@ -260,6 +278,8 @@ class TaskRunner:
         return Outcome((result,), Status.FAILED, _registered(result))
 
     def _event(self, attempt: _Attempt, item: Any, duration_s: float, ignored: bool = False) -> HostResult:
+        if self.check_mode:  # planned in every run, applied in none: never a saved plan's change
+            attempt = replace(attempt, planned="", summary="", fingerprint={}, impact=(), depends_on="")
         return HostResult(
             host=self.host,
             task=self.task.display_name,
@@ -280,6 +300,7 @@ class TaskRunner:
             depends_on=attempt.depends_on,
             impact=attempt.impact,
             change_kind=attempt.change_kind,
+            diff=self.diff,
         )
 
     def _one(self, scope: templating.Scope, item: Any) -> tuple[HostResult, Mapping[str, Any]]:
@@ -375,6 +396,9 @@ class TaskRunner:
         if problem:
             return _failed(f"task '{task.display_name}' ({task.location}): {problem}")
         args = spec.with_defaults(args)
+        if self.check_mode is False and self.options.check_mode:
+            return _Attempt(status=Status.SKIPPED, changed=False, msg=checkmode.NOT_RUN_WHILE_CHECKING,
+                            data=checkmode.skipped_data(spec.name, None))  # fmt: skip
         skip = _quarantine_skip(spec, args, scope)
         if skip:
             return _Attempt(status=Status.SKIPPED, changed=False, msg=skip)
@@ -436,7 +460,9 @@ class TaskRunner:
         later: dict[str, Any] = {"planned": "after-apply", "depends_on": unknown[0].task} if unknown else {}
         note = f" ({unknown[0].describe()})" if unknown else ""
         if self.options.before_apply is not None and not self.options.check_mode:
-            step = PlannedStep(self.host, str(self.task.location), spec.name, spec.check_mode, self.no_log, change)
+            step = PlannedStep(
+                self.host, str(self.task.location), spec.name, spec.check_mode, self.no_log, change, self.diff is False
+            )
             self.options.before_apply(step)
         if change is None:
             return _Attempt(status=Status.OK, changed=False, msg=note.strip(" ()"), **{"planned": "unchanged", **later})
@@ -469,6 +495,7 @@ class TaskRunner:
                     changed=False,
                     msg=f"check mode: would {change.summary}{note}",
                     diffs=change.diffs,
+                    data=checkmode.skipped_data(spec.name, change.payload),
                     **planned,
                 )
             return _Attempt(
