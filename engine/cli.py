@@ -22,8 +22,8 @@ from engine.output.jsonl import JsonlSink
 from engine.plans import commands as plan_commands
 from engine.plans.review import plural
 from engine.plans.secrets import Scrubber
+from engine.playbook import hostcheck, static_check, unsupported
 from engine.playbook import listing as listing_mod
-from engine.playbook import static_check, unsupported
 from engine.playbook.loader import load_playbook
 from engine.run import quarantine
 from engine.run.runner import Runner, RunOptions
@@ -186,7 +186,7 @@ def run(
     )
     require_limit_matches(inventory, limit)
     sink = _sink(output, diff, verbose)
-    for warning in [*cfg.warnings(), *unused]:
+    for warning in [*cfg.warnings(), *unused, *hostcheck.warnings(book, inventory, limit)]:
         sink.emit(Notice("warning", warning))
     runner = Runner(inventory, options, sink.emit)
     code = runner.run(book)
@@ -326,7 +326,8 @@ def validate(playbook: str, inventories: tuple[str, ...], extra: tuple[str, ...]
     inventory = load_inventory(_inventories(inventories), playbook_dir=_playbook_dir(playbook))
     extra_vars = parse_all(extra)
     static_check.check(book, inventory, extra_vars)
-    for warning in [*config.current().warnings(), *static_check.unused_extra_vars(book, inventory, extra_vars)]:
+    unused = static_check.unused_extra_vars(book, inventory, extra_vars)
+    for warning in [*config.current().warnings(), *unused, *hostcheck.warnings(book, inventory)]:
         click.echo(f"[WARNING] {warning}", err=True)
     tasks = sum(1 for _ in all_tasks(book))
     counts = f"{plural(len(book.plays), 'play')}, {plural(tasks, 'task')}, {plural(len(inventory.hosts), 'host')}"
