@@ -170,3 +170,19 @@ def test_a_plan_of_register_and_debug_is_whole_and_applies(tmp_path: Path, rigge
     applied = rigger("apply", str(plan), "--output", "jsonl")
     assert applied.rc == 0, applied.stdout + applied.stderr
     assert [r["data"] for r in applied.results("lines")] == [{"x.stdout_lines": ["hi"]}]
+
+
+def test_stat_of_a_file_an_earlier_task_would_write_is_known_where_it_can_be(tmp_path: Path, rigger: Any) -> None:
+    """rigger's plan sees its own earlier changes (ansible-core's check mode does not: it
+    says exists false); what planning cannot know (owner, times) is null, never a crash."""
+    book = tmp_path / "site.yml"
+    book.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        f"    - copy: {{content: 'x', dest: '{tmp_path}/new/f', mode: '0600'}}\n"
+        f"    - stat: {{path: '{tmp_path}/new/f'}}\n      register: st\n"
+        "    - {name: seen, debug: {msg: '{{ [st.stat.exists, st.stat.mode, st.stat.size, st.stat.pw_name] }}'}}\n"
+    )
+    run = rigger("run", str(book), "--check", "--output", "jsonl", *NO_LOCK)
+    assert run.rc == 0, run.stdout + run.stderr
+    assert [r["data"] for r in run.results("seen")] == [{"msg": [True, "0600", 1, None]}]
+    assert not (tmp_path / "new").exists()
