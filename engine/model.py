@@ -107,6 +107,7 @@ class Task:
     listen: tuple[str, ...] = ()
     timeout_s: float | None = None
     index_var: str | None = None
+    loop_label: Any = None  # loop_control.label: what output shows for each item (a template)
     include: Include | None = None
 
     @property

@@ -268,10 +268,22 @@ class TaskRunner:
         for index, item in enumerate(items):
             loop_vars = {task.loop_var: item, **({task.index_var: index} if task.index_var else {})}
             # each item sees what set_fact did in the items before it
-            result, item_vars = self._one(self.scope.child({**set_vars, **loop_vars}), item)
+            item_scope = self.scope.child({**set_vars, **loop_vars})
+            result, item_vars = self._one(item_scope, self._label(item_scope, item))
             results.append(result)
             set_vars.update(item_vars)
-        return Outcome(tuple(results), _loop_status(results), _loop_registered(results), set_vars)
+        return Outcome(tuple(results), _loop_status(results), _loop_registered(results, items), set_vars)
+
+    def _label(self, scope: templating.Scope, item: Any) -> Any:
+        """What output shows for an item: ``loop_control.label`` rendered (often written to
+        keep a secret in the item off the screen), else the item. Registered results keep
+        the item itself, as in Ansible."""
+        if self.task.loop_label is None:
+            return item
+        try:
+            return templating.render(self.task.loop_label, scope)
+        except TemplateError:
+            return "(loop_control.label did not render)"
 
     def _whole_failure(self, msg: str) -> Outcome:
         result = self._event(_failed(msg), None, 0.0)
@@ -568,9 +580,10 @@ def _loop_status(results: list[HostResult]) -> Status:
     return Status.SKIPPED
 
 
-def _loop_registered(results: list[HostResult]) -> dict[str, Any]:
+def _loop_registered(results: list[HostResult], items: list[Any] | None = None) -> dict[str, Any]:
+    shown = items if items is not None else [r.item for r in results]
     return {
-        "results": [{**_registered(r), "item": r.item} for r in results],
+        "results": [{**_registered(r), "item": item} for r, item in zip(results, shown, strict=True)],
         "changed": any(r.changed for r in results),
         "failed": any(r.status == Status.FAILED and not r.ignored for r in results),
         "skipped": all(r.status == Status.SKIPPED for r in results) if results else True,

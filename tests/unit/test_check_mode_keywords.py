@@ -186,3 +186,21 @@ def test_stat_of_a_file_an_earlier_task_would_write_is_known_where_it_can_be(tmp
     assert run.rc == 0, run.stdout + run.stderr
     assert [r["data"] for r in run.results("seen")] == [{"msg": [True, "0600", 1, None]}]
     assert not (tmp_path / "new").exists()
+
+
+def test_loop_control_label_is_what_output_shows_and_the_item_is_what_registers(tmp_path: Path, rigger: Any) -> None:
+    """ansible-core shows `(item=alice)` for `label: '{{ item.name }}'`; the label is how
+    playbooks keep an item's secret off the screen. Registered results keep the item."""
+    book = tmp_path / "site.yml"
+    book.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        f"    - debug: {{msg: '{{{{ item.name }}}}'}}\n      loop: [{{name: alice, pin: '{SECRET}'}}]\n"
+        "      loop_control: {label: '{{ item.name }}'}\n      register: r\n"
+        "    - {name: registered, debug: {msg: '{{ r.results[0].item.pin }}'}}\n"
+    )
+    text = rigger("run", str(book), *NO_LOCK)
+    jsonl = rigger("run", str(book), "--output", "jsonl", *NO_LOCK)
+    assert text.rc == 0 and "ok: [localhost] => (item=alice)" in text.stdout, text.stdout
+    assert [r["item"] for r in jsonl.results("debug")] == ["alice"]
+    assert [r["data"] for r in jsonl.results("registered")] == [{"msg": SECRET}]
+    assert text.stdout.count(SECRET) == 1  # the registered task's own message only
