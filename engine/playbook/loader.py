@@ -13,7 +13,7 @@ import jsonschema
 
 from engine import registry, templating
 from engine.errors import TemplateError, ValidationError
-from engine.model import Block, Location, Play, Playbook, Step, Task, TaskOptions, unknown_connection
+from engine.model import Block, Location, Play, Playbook, Step, Task, TaskOptions, unknown_connection, walk
 from engine.playbook import includes, kvargs, loops, unsupported
 from engine.yamlload import LocatedDict, LocatedList, line_of, load_file
 
@@ -212,6 +212,7 @@ def _play(data: LocatedDict, base: Path, extra: Mapping[str, Any]) -> Play:
     post = _steps(data.get("post_tasks") or [], options, ctx)
     flush = (_implicit_flush(data),)
     steps = pre + (flush if pre else ()) + role_steps + tasks + (flush if post else ()) + post
+    _refuse_listen_outside_handlers(steps)
     handlers = tuple(_handler(h, options, ctx) for h in data.get("handlers") or [])
     serial = _as_tuple(data.get("serial"))
     return Play(
@@ -232,6 +233,18 @@ def _play(data: LocatedDict, base: Path, extra: Mapping[str, Any]) -> Play:
         role_vars=dict(ctx.role_vars),
         connection_vars=_connection_vars(data),
     )
+
+
+def _refuse_listen_outside_handlers(steps: tuple[Step, ...]) -> None:
+    """``listen`` is a handler's keyword; ansible-core 2.19 refuses it on a task ("'listen'
+    is not a valid attribute for a Task"), where it would silently mean nothing."""
+    for task, _ in walk(steps):
+        if task.listen:
+            raise ValidationError(
+                "'listen' is a handler's keyword, not a task's (move the task under handlers:, or remove it)",
+                file=task.location.file or None,
+                line=task.location.line,
+            )
 
 
 def _play_collections(data: LocatedDict) -> tuple[str, ...]:

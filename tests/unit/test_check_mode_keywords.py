@@ -204,3 +204,23 @@ def test_loop_control_label_is_what_output_shows_and_the_item_is_what_registers(
     assert [r["item"] for r in jsonl.results("debug")] == ["alice"]
     assert [r["data"] for r in jsonl.results("registered")] == [{"msg": SECRET}]
     assert text.stdout.count(SECRET) == 1  # the registered task's own message only
+
+
+@pytest.mark.parametrize(
+    ("task", "refusal"),
+    [
+        ("    - debug: msg=x\n      listen: restart\n", "4: 'listen' is a handler's keyword, not a task's"),
+        ("    - block:\n        - debug: msg=x\n      diff: 2\n", "6: `diff: 2` is neither true nor false"),
+        ("    - block:\n        - debug: msg=x\n      check_mode: false\n", "6: `check_mode: false` (run this"),
+        ("    - debug: msg=x\n      async: 10\n", "5: `async: 10` is not supported"),
+        ("    - debug: msg=x\n      async: 0\n", ""),
+        ("    - debug: msg=x\n      loop: [1]\n      loop_control: {label: one}\n", ""),
+    ],
+)
+def test_task_keyword_values(tmp_path: Path, rigger: Any, task: str, refusal: str) -> None:
+    book = tmp_path / "site.yml"
+    book.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n" + task + "  handlers:\n"
+                    "    - name: h\n      debug: msg=h\n      listen: restart\n")  # fmt: skip
+    run = rigger("validate", str(book))
+    assert run.rc == (4 if refusal else 0), run.stderr
+    assert f"{book}:{refusal}" in run.stderr if refusal else run.stderr == ""
