@@ -499,7 +499,8 @@ class TaskRunner:
             "change_kind": change.kind,
         }
         if self.options.check_mode:
-            if predicted is not None:
+            # a `check_mode: true` task is never applied: later tasks must not see its change
+            if predicted is not None and not self.check_mode:
                 predicted.record(change.effects, self.task.display_name)
             if spec.check_mode in ("skip", "measure"):
                 return _Attempt(

@@ -224,3 +224,17 @@ def test_task_keyword_values(tmp_path: Path, rigger: Any, task: str, refusal: st
     run = rigger("validate", str(book))
     assert run.rc == (4 if refusal else 0), run.stderr
     assert f"{book}:{refusal}" in run.stderr if refusal else run.stderr == ""
+
+
+def test_a_check_mode_true_change_is_not_seen_by_later_tasks_while_planning(tmp_path: Path, rigger: Any) -> None:
+    """It is never applied, so a later `stat` sees the file as the real run will: absent."""
+    book = tmp_path / "site.yml"
+    book.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        f"    - copy: {{content: 'x', dest: '{tmp_path}/f'}}\n      check_mode: true\n"
+        f"    - stat: {{path: '{tmp_path}/f'}}\n      register: st\n"
+        "    - {name: seen, debug: var=st.stat.exists}\n"
+    )
+    for mode in ((), ("--check",)):
+        run = rigger("run", str(book), *mode, "--output", "jsonl", *NO_LOCK)
+        assert [r["data"] for r in run.results("seen")] == [{"st.stat.exists": False}], mode
