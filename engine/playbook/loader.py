@@ -38,6 +38,7 @@ BLOCK_KEYS = frozenset(
         "become_method",
         "check_mode",
         "diff",
+        "ignore_unreachable",  # false only (unsupported.py): Ansible's default
         "notify",
         "connection",
         "throttle",
