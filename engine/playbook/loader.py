@@ -279,7 +279,7 @@ def _implicit_flush(data: LocatedDict) -> Task:
 
 
 def _handler(data: Any, options: TaskOptions, ctx: includes.Loading) -> Task:
-    inherited = TaskOptions(no_log=options.no_log)
+    inherited = TaskOptions(no_log=options.no_log, diff=options.diff, check_mode=options.check_mode)
     step = _step(data, inherited, ctx, None, 0)
     if not isinstance(step, Task):
         raise fail(data, None, "a handler is a task, not a block or an import")

@@ -243,3 +243,15 @@ def test_a_check_mode_true_change_is_not_seen_by_later_tasks_while_planning(tmp_
     for mode in ((), ("--check",)):
         run = rigger("run", str(book), *mode, "--output", "jsonl", *NO_LOCK)
         assert [r["data"] for r in run.results("seen")] == [{"st.stat.exists": False}], mode
+
+
+def test_a_play_s_diff_false_hides_its_handlers_diffs_too(tmp_path: Path, rigger: Any) -> None:
+    """Handlers take the play's keywords, as in Ansible."""
+    book = tmp_path / "site.yml"
+    book.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  diff: false\n  tasks:\n"
+        "    - command: 'true'\n      notify: write\n  handlers:\n"
+        f"    - name: write\n      copy: {{content: '{SECRET}', dest: '{tmp_path}/cred'}}\n"
+    )
+    run = rigger("run", str(book), "--diff", *NO_LOCK)
+    assert run.rc == 0 and "RUNNING HANDLER [write]" in run.stdout and SECRET not in run.stdout, run.stdout
