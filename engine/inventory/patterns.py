@@ -173,7 +173,7 @@ def require_limit_matches(inventory: Inventory, limit: str | None) -> None:
     its wording, after its warning with "did you mean"); with an empty inventory nothing
     is targeted and that is no error. The one check run, plan and apply make."""
     if limit and inventory.hosts and not select_hosts(inventory, "all", limit):
-        warned = "".join(f"{w}; " for w in limit_warnings(inventory, limit))
+        warned = "".join(f"\n[WARNING] {w}" for w in limit_warnings(inventory, limit))
         raise RiggerError(
-            f"--limit {limit!r}: {warned}the inventory, host pattern and --limit leave no hosts to target"
+            f"--limit {limit!r}: the inventory, host pattern and --limit leave no hosts to target{warned}"
         )

@@ -107,7 +107,12 @@ def test_run_warns_before_the_first_play(tmp_path: Path, rigger: Any) -> None:
 @pytest.mark.parametrize(
     ("limit", "rc", "expected"),
     [
-        ("kimi_server", 1, "ignoring: kimi_server (did you mean 'kimi_servers'?); the inventory, host pattern"),
+        (
+            "kimi_server",
+            1,
+            "leave no hosts to target\n[WARNING] Could not match supplied host pattern, ignoring: kimi_server "
+            "(did you mean 'kimi_servers'?)",
+        ),
         ("gpu01,gpu0x", 0, "--limit: Could not match supplied host pattern, ignoring: gpu0x (did you mean"),
         ("gpu01", 0, ""),
     ],
