@@ -35,6 +35,9 @@ _ACCEPTED: dict[str, tuple[Any, ...] | None] = {
     "become_exe": None,
     "become_flags": None,
 }
+# ansible-core 2.19's LoopControl keys rigger does not implement (it has loop_var,
+# index_var and label)
+_LOOP_CONTROL_LACKING = frozenset({"pause", "extended", "extended_allitems", "break_when"})
 # Read by the loader, not by the schema (collections: where roles are searched), or ignored
 # because they change nothing rigger does (gathering takes milliseconds).
 IGNORED_PLAY_KEYS = frozenset({"collections", "gather_timeout"})
@@ -93,6 +96,11 @@ def check(data: Mapping[str, Any], where: str) -> None:
             raise _error(data, key, f"`include` was removed from Ansible (2.16); use {instead}")
         if key == "vars_files" and isinstance(value, list) and any(isinstance(v, list) for v in value):
             raise _error(data, key, "`vars_files` with a list of alternatives (first found) is not supported")
+        if key == "loop_control" and isinstance(value, Mapping):
+            lacked = sorted(k for k in value if k in _LOOP_CONTROL_LACKING)
+            if lacked:
+                raise _error(data, key, f"`loop_control: {lacked[0]}` is not supported by rigger "
+                             "(it takes loop_var, index_var and label)")  # fmt: skip
         if where == "play" and key in IGNORED_PLAY_KEYS:
             continue
         if key in ("diff", "check_mode"):

@@ -214,6 +214,7 @@ def test_loop_control_label_is_what_output_shows_and_the_item_is_what_registers(
         ("    - block:\n        - debug: msg=x\n      check_mode: false\n", "6: `check_mode: false` (run this"),
         ("    - debug: msg=x\n      async: 10\n", "5: `async: 10` is not supported"),
         ("    - debug: msg=x\n      async: 0\n", ""),
+        ("    - debug: msg=x\n      loop: [1]\n      loop_control: {pause: 1}\n", "6: `loop_control: pause` is not"),
         ("    - block:\n        - debug: msg=x\n      ignore_unreachable: false\n", ""),
         (
             "    - block:\n        - debug: msg=x\n      ignore_unreachable: true\n",
