@@ -22,8 +22,8 @@ from engine.output.jsonl import JsonlSink
 from engine.plans import commands as plan_commands
 from engine.plans.review import plural
 from engine.plans.secrets import Scrubber
+from engine.playbook import hostcheck, static_check, unsupported
 from engine.playbook import listing as listing_mod
-from engine.playbook import static_check
 from engine.playbook.loader import load_playbook
 from engine.run import quarantine
 from engine.run.runner import Runner, RunOptions
@@ -76,6 +76,13 @@ def _sink(output: str, diff: bool, verbosity: int) -> Sink:
 
 
 # --lock-wait, as run and apply take it
+ALLOW_CHECK_MODE_FALSE = click.option(
+    unsupported.CHECK_MODE_FALSE_FLAG,
+    "allow_check_mode_false",
+    is_flag=True,
+    help="Accept `check_mode: false` tasks: they run in real runs and are skipped, by name, under "
+    "--check (which never runs a task for real).",
+)
 LOCK_WAIT = click.option(
     "--lock-wait",
     type=click.FloatRange(min=0),
@@ -129,6 +136,7 @@ def cli() -> None:
 @click.option("--list-tasks", is_flag=True, help="Print the tasks of each play; run nothing.")
 @click.option("--syntax-check", is_flag=True, help="Check the playbook's syntax; run nothing.")
 @click.option("--start-at-task", help="Start at the first task whose name matches (a shell pattern).")
+@ALLOW_CHECK_MODE_FALSE
 def run(
     playbook: str,
     inventories: tuple[str, ...],
@@ -143,11 +151,13 @@ def run(
     lock_wait: float | None,
     include_quarantined: bool,
     verbose: int,
+    allow_check_mode_false: bool,
     **ansible_flags: Any,
 ) -> None:
     """Run PLAYBOOK against the inventory's hosts (without -i only `localhost` exists)."""
     flags = AnsibleFlags(**ansible_flags)
     cfg = config.current()
+    unsupported.allow_check_mode_false(allow_check_mode_false)
     book = load_playbook(playbook)
     if flags.syntax_check:
         click.echo(listing_mod.describe(book, playbook, None, False), nl=False)
@@ -176,7 +186,7 @@ def run(
     )
     require_limit_matches(inventory, limit)
     sink = _sink(output, diff, verbose)
-    for warning in [*cfg.warnings(), *unused]:
+    for warning in [*cfg.warnings(), *unused, *hostcheck.warnings(book, inventory, limit)]:
         sink.emit(Notice("warning", warning))
     runner = Runner(inventory, options, sink.emit)
     code = runner.run(book)
@@ -308,13 +318,16 @@ def apply_cmd(
 @click.argument("playbook", type=click.Path(dir_okay=False))
 @click.option("-i", "--inventory", "inventories", multiple=True)
 @click.option("-e", "--extra-vars", "extra", multiple=True, help="Extra vars the run will get.")
-def validate(playbook: str, inventories: tuple[str, ...], extra: tuple[str, ...]) -> None:
+@ALLOW_CHECK_MODE_FALSE
+def validate(playbook: str, inventories: tuple[str, ...], extra: tuple[str, ...], allow_check_mode_false: bool) -> None:
     """Parse and check PLAYBOOK (and inventories) without connecting to any host."""
+    unsupported.allow_check_mode_false(allow_check_mode_false)
     book = load_playbook(playbook)
     inventory = load_inventory(_inventories(inventories), playbook_dir=_playbook_dir(playbook))
     extra_vars = parse_all(extra)
     static_check.check(book, inventory, extra_vars)
-    for warning in [*config.current().warnings(), *static_check.unused_extra_vars(book, inventory, extra_vars)]:
+    unused = static_check.unused_extra_vars(book, inventory, extra_vars)
+    for warning in [*config.current().warnings(), *unused, *hostcheck.warnings(book, inventory)]:
         click.echo(f"[WARNING] {warning}", err=True)
     tasks = sum(1 for _ in all_tasks(book))
     counts = f"{plural(len(book.plays), 'play')}, {plural(tasks, 'task')}, {plural(len(inventory.hosts), 'host')}"

@@ -56,6 +56,10 @@ class TaskOptions:
     # template rendering to one; merged in order when the task runs, as Ansible does
     environment: tuple[Any, ...] = ()
     no_log: Any = None  # a flag or a template rendering to one
+    # Ansible's ``diff`` and ``check_mode`` keywords (a flag or a template; None: not set):
+    # diff false hides the task's diffs everywhere, check_mode true plans it in a real run
+    diff: Any = None
+    check_mode: Any = None
     notify: tuple[str, ...] = ()  # a block's notify, for the tasks inside that name none
     connection: str | None = None  # a task's or block's `connection:` (host variables win)
     ignore_errors: bool | None = None
@@ -103,6 +107,7 @@ class Task:
     listen: tuple[str, ...] = ()
     timeout_s: float | None = None
     index_var: str | None = None
+    loop_label: Any = None  # loop_control.label: what output shows for each item (a template)
     include: Include | None = None
 
     @property

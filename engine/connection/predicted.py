@@ -193,6 +193,14 @@ def _path_info(host: PredictedHost, args: dict[str, Any], answer: dict[str, Any]
     return answer
 
 
+# What a file an earlier planned change writes has that planning cannot know (owner, times):
+# null, as ansible-core's check mode leaves what it could not know, never a missing key
+# that fails `stat` (the probe answers a file that exists with every one of these).
+_UNKNOWN_UNTIL_APPLIED = dict.fromkeys(
+    ("uid", "gid", "owner", "group", "mtime", "atime", "ctime", "readable", "writeable", "executable")
+) | {"dev": 0, "inode": 0, "nlink": 1}
+
+
 def _file_facts(host: PredictedHost, args: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
     for path in args.get("paths", []):
         state = host._known(path)
@@ -202,7 +210,7 @@ def _file_facts(host: PredictedHost, args: dict[str, Any], answer: dict[str, Any
         if state.kind == "absent":
             answer["paths"][path] = {"exists": False, "path": path}
             continue
-        facts = {"dev": 0, "inode": 0, "uid": None, "gid": None, **real}
+        facts = {**_UNKNOWN_UNTIL_APPLIED, **real}
         facts.update(exists=True, path=path, type="file", size=len(state.data))
         facts["mode"] = _file_mode(state, real, lambda m: f"{m:04o}")
         if args.get("checksum"):

@@ -21,13 +21,13 @@ from typing import Any
 
 from engine.errors import ValidationError
 from engine.inventory.data import InventoryData
-from engine.inventory.formats import expand_range, read_ini, read_yaml
+from engine.inventory.formats import expand_range, read_ini, read_yaml, split_port
 from engine.inventory.patterns import require_limit_matches, select_hosts
 from engine.inventory.varsources import VarsDirs, host_variables, implicit_localhost_variables
 from engine.model import Host, Inventory
 from engine.yamlload import decode, load_text, read_recorded
 
-__all__ = ["expand_range", "load_inventory", "require_limit_matches", "select_hosts"]
+__all__ = ["expand_range", "inline_hosts", "load_inventory", "require_limit_matches", "select_hosts"]
 
 YAML_EXTENSIONS = (".yml", ".yaml", ".json")
 # ansible-core's INVENTORY_IGNORE_EXTS: files in an inventory folder that are not sources
@@ -73,8 +73,28 @@ def _folder_sources(folder: Path) -> list[Path]:
     ]
 
 
-def read_source(data: InventoryData, path: Path) -> Path:
-    """Read one -i source; returns the folder its group_vars/host_vars live in."""
+def inline_hosts(source: str) -> list[str] | None:
+    """ansible-core's host_list inventory: a -i argument that holds a comma and names no
+    file is a list of hosts (``localhost,``, ``gpu01,gpu02:2222``); None for a path."""
+    if "," not in source or Path(source).exists():
+        return None
+    return [name.strip() for name in source.split(",") if name.strip()]
+
+
+def _read_inline(data: InventoryData, names: list[str], source: str) -> None:
+    """The hosts in group ungrouped, ``host:port`` giving ansible_port, as host_list does."""
+    for entry in names:
+        name, port = split_port(entry)
+        data.add_host(name, "ungrouped", port, (source, None))
+
+
+def read_source(data: InventoryData, path: Path) -> Path | None:
+    """Read one -i source; returns the folder its group_vars/host_vars live in (None for a
+    host list: ansible-core reads no group_vars/host_vars for one)."""
+    inline = inline_hosts(str(path))
+    if inline is not None:
+        _read_inline(data, inline, str(path))
+        return None
     if path.is_dir():
         for entry in _folder_sources(path):
             _read_file(data, entry)
@@ -112,7 +132,7 @@ def load_inventory(paths: Iterable[str], playbook_dir: str | Path | None = None)
     """Read every source; ``playbook_dir`` adds the group_vars/host_vars beside the playbook."""
     data = InventoryData()
     sources = tuple(paths)
-    bases = [read_source(data, Path(source)) for source in sources]
+    bases = [base for source in sources if (base := read_source(data, Path(source))) is not None]
     data.reconcile()
     dirs = VarsDirs(bases, Path(playbook_dir) if playbook_dir is not None else None)
     return _freeze(data, sources, dirs)

@@ -10,6 +10,7 @@ inventory has no such host.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import re
 from pathlib import Path
@@ -133,9 +134,46 @@ def select_hosts(inventory: Inventory, pattern: str, limit: str | None = None) -
     return hosts
 
 
+def _names_anything(inventory: Inventory, term: str) -> bool:
+    """ansible-core's test before its warning: the term names a group (even an empty one)
+    or a host, or is ``all`` or the implicit localhost."""
+    expr, _ = _split_subscript(term.lstrip("!&"))
+    if expr in ("all", "*") or expr in inventory.hosts:
+        return True
+    matcher = _matcher(expr)
+    if any(matcher.match(g) for g in inventory.groups) or any(matcher.match(h) for h in inventory.hosts):
+        return True
+    return expr in LOCALHOST_NAMES and inventory.implicit_localhost is not None
+
+
+def mismatches(inventory: Inventory, pattern: str) -> list[str]:
+    """ansible-core's warning for each term of a pattern that names nothing, with the
+    inventory name it most likely meant: ``hosts: gpu`` when the group is ``gpus``."""
+    found = []
+    for term in split_pattern(pattern):
+        if _names_anything(inventory, term):
+            continue
+        term = term.lstrip("!&")  # ansible-core names the term without its operator
+        names = sorted({*inventory.groups, *inventory.hosts} - {"all", "ungrouped"})
+        close = difflib.get_close_matches(term, names, n=1, cutoff=0.6)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        found.append(f"Could not match supplied host pattern, ignoring: {term}{hint}")
+    return found
+
+
+def limit_warnings(inventory: Inventory, limit: str | None) -> list[str]:
+    """The warnings for ``--limit`` terms that name nothing (an empty inventory: none)."""
+    if not limit or not inventory.hosts:
+        return []
+    return mismatches(inventory, ",".join(t for t in split_pattern(limit) if not t.startswith("@")))
+
+
 def require_limit_matches(inventory: Inventory, limit: str | None) -> None:
     """``--limit`` leaving no inventory host is an error, as in ansible-playbook (exit 1,
-    its wording); with an empty inventory nothing is targeted and that is no error. The
-    one check run, plan and apply make."""
+    its wording, after its warning with "did you mean"); with an empty inventory nothing
+    is targeted and that is no error. The one check run, plan and apply make."""
     if limit and inventory.hosts and not select_hosts(inventory, "all", limit):
-        raise RiggerError(f"--limit {limit!r}: the inventory, host pattern and --limit leave no hosts to target")
+        warned = "".join(f"\n[WARNING] {w}" for w in limit_warnings(inventory, limit))
+        raise RiggerError(
+            f"--limit {limit!r}: the inventory, host pattern and --limit leave no hosts to target{warned}"
+        )

@@ -109,7 +109,7 @@ class ConsoleSink:
             self._write(self._paint("warning", f"[WARNING] [{result.host}] {warning}") + "\n")
         if self._verbosity and result.data:
             self._write(json.dumps(dict(result.data), indent=2, default=str) + "\n")
-        if self._show_diff:
+        if self._show_diff or result.diff:  # `diff: true` shows it without --diff, as in Ansible
             for diff in result.diffs:
                 self._pending_diffs[tuple(unified(diff))].append(result.host)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -63,10 +63,13 @@ class HostResult:
     # What the change does to running things: "stops vLLM pid 4242 ...", "starts ... argv".
     impact: tuple[str, ...] = ()
     change_kind: str = ""  # the Change's ``kind`` ("down", "spec"): what class of change it is
+    # the task's ``diff`` keyword: False hides its diffs from every output (they may hold the
+    # content written, a credential); True shows them without --diff; None: as --diff says
+    diff: bool | None = None
 
     def masked(self) -> HostResult:
         if not self.no_log:
-            return self
+            return replace(self, diffs=()) if self.diff is False else self
         return HostResult(
             host=self.host,
             task=self.task,
@@ -84,6 +87,7 @@ class HostResult:
             planned=self.planned,
             depends_on=self.depends_on,
             change_kind=self.change_kind,
+            diff=self.diff,
         )
 
 

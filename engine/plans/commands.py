@@ -13,7 +13,7 @@ from typing import Any
 from engine import __version__
 from engine.connection.warm import WarmConnections
 from engine.errors import EXIT_ERROR, EXIT_OK, EXIT_TASK_FAILED, OptionsError, RiggerError
-from engine.inventory import load_inventory, require_limit_matches, select_hosts
+from engine.inventory import inline_hosts, load_inventory, require_limit_matches, select_hosts
 from engine.model import Inventory, Playbook
 from engine.output.events import Event, Notice, Sink
 from engine.plans import planfile
@@ -24,7 +24,7 @@ from engine.plans.recorder import Masking, PlanRecorder
 from engine.plans.render import markdown, text
 from engine.plans.review import review
 from engine.plans.secrets import Scrubber, sealed
-from engine.playbook import static_check
+from engine.playbook import hostcheck, static_check
 from engine.playbook.loader import load_playbook
 from engine.run.runner import Runner, RunOptions
 from engine.yamlload import files_read, load_file
@@ -76,7 +76,8 @@ def normalised(request: Request) -> Request:
     return replace(
         request,
         playbook=str(Path(request.playbook).resolve()),
-        inventories=tuple(str(Path(p).resolve()) for p in request.inventories),
+        # a host list (`-i gpu01,gpu02`) is names, not a path
+        inventories=tuple(p if inline_hosts(p) is not None else str(Path(p).resolve()) for p in request.inventories),
     )
 
 
@@ -153,6 +154,11 @@ def make_plan(request: Request, out: str, display: Sink, warm: WarmConnections |
         raise OptionsError(f"-o {out}: {folder} is not a writable directory")
     request = normalised(request)
     book, inventory = loaded(request)
+    for warning in [
+        *static_check.unused_extra_vars(book, inventory, request.extra_vars),
+        *hostcheck.warnings(book, inventory, request.limit),
+    ]:
+        display.emit(Notice("warning", warning))
     salt = os.urandom(16)
     recorder = PlanRecorder(Masking(scrubber_for(book, inventory, request.extra_vars), salt))
     tee = Tee(display, recorder)

@@ -60,4 +60,6 @@ def differences(reviewed: Step, fresh: Step, changed_by_earlier: Collection[str]
     found += fingerprint_differences(reviewed.fingerprint, fresh.fingerprint, skip=derived)
     if not derived:
         found += diff_differences(reviewed.diffs, fresh.diffs)
+        if reviewed.sealed != fresh.sealed:  # diffs hidden by `diff: false`: compared sealed
+            found.append("the diff differs from the reviewed one (details hidden: diff: false)")
     return found

@@ -99,7 +99,7 @@ class ApplyGate:
         return found
 
     def _fresh(self, step: PlannedStep, change: Change) -> Step:
-        shown = content(change.summary, change.diffs, change.fingerprint, step.no_log, self._masking)
+        shown = content(change.summary, change.diffs, change.fingerprint, step.no_log, self._masking, step.hide_diff)
         return Step(
             task="",
             module=step.module,

@@ -34,14 +34,29 @@ def read_only(module: str) -> bool:
     return module in registry.module_names() and registry.get(module).check_mode in registry.CHANGES_NOTHING
 
 
+DIFF_HIDDEN = "(diff hidden: diff: false)"
+
+
 def content(
-    summary: str, diffs: Sequence[Diff], fingerprint: Mapping[str, str], no_log: bool, masking: Masking
+    summary: str,
+    diffs: Sequence[Diff],
+    fingerprint: Mapping[str, str],
+    no_log: bool,
+    masking: Masking,
+    hide_diff: bool = False,
 ) -> Content:
-    """What a step shows and is compared by: masked, or for no_log only a sealed digest."""
+    """What a step shows and is compared by: masked, or for no_log only a sealed digest.
+    ``hide_diff`` (the task's ``diff: false``): each diff keeps its label only, and the
+    texts are compared through a sealed digest, as no_log's."""
     if no_log:
         material = [summary, [[d.label, d.before, d.after] for d in diffs], dict(sorted(fingerprint.items()))]
         return Content("", (), {}, sealed(masking.salt, material))
     scrub = masking.scrubber.text
+    if hide_diff and diffs:
+        hidden = tuple(PlannedDiff(scrub(d.label), "", "", (DIFF_HIDDEN,)) for d in diffs)
+        digest = sealed(masking.salt, [[d.label, d.before, d.after] for d in diffs])
+        prints = {scrub(k): scrub(v) for k, v in sorted(fingerprint.items())}
+        return Content(scrub(summary), hidden, prints, digest)
     shown = tuple(
         PlannedDiff(scrub(d.label), scrub(d.before), scrub(d.after), tuple(scrub(c) for c in change_lines(d)))
         for d in diffs
@@ -51,7 +66,7 @@ def content(
 
 
 def step_of(result: HostResult, module: str, masking: Masking) -> Step:
-    shown = content(result.summary, result.diffs, result.fingerprint, result.no_log, masking)
+    shown = content(result.summary, result.diffs, result.fingerprint, result.no_log, masking, result.diff is False)
     return Step(
         task=masking.scrubber.text(result.task),
         module=module,

@@ -13,7 +13,7 @@ import jsonschema
 
 from engine import registry, templating
 from engine.errors import TemplateError, ValidationError
-from engine.model import Block, Location, Play, Playbook, Step, Task, TaskOptions, unknown_connection
+from engine.model import Block, Location, Play, Playbook, Step, Task, TaskOptions, unknown_connection, walk
 from engine.playbook import includes, kvargs, loops, unsupported
 from engine.yamlload import LocatedDict, LocatedList, line_of, load_file
 
@@ -38,6 +38,7 @@ BLOCK_KEYS = frozenset(
         "become_method",
         "check_mode",
         "diff",
+        "ignore_unreachable",  # false only (unsupported.py): Ansible's default
         "notify",
         "connection",
         "throttle",
@@ -212,6 +213,7 @@ def _play(data: LocatedDict, base: Path, extra: Mapping[str, Any]) -> Play:
     post = _steps(data.get("post_tasks") or [], options, ctx)
     flush = (_implicit_flush(data),)
     steps = pre + (flush if pre else ()) + role_steps + tasks + (flush if post else ()) + post
+    _refuse_listen_outside_handlers(steps)
     handlers = tuple(_handler(h, options, ctx) for h in data.get("handlers") or [])
     serial = _as_tuple(data.get("serial"))
     return Play(
@@ -232,6 +234,18 @@ def _play(data: LocatedDict, base: Path, extra: Mapping[str, Any]) -> Play:
         role_vars=dict(ctx.role_vars),
         connection_vars=_connection_vars(data),
     )
+
+
+def _refuse_listen_outside_handlers(steps: tuple[Step, ...]) -> None:
+    """``listen`` is a handler's keyword; ansible-core 2.19 refuses it on a task ("'listen'
+    is not a valid attribute for a Task"), where it would silently mean nothing."""
+    for task, _ in walk(steps):
+        if task.listen:
+            raise ValidationError(
+                "'listen' is a handler's keyword, not a task's (move the task under handlers:, or remove it)",
+                file=task.location.file or None,
+                line=task.location.line,
+            )
 
 
 def _play_collections(data: LocatedDict) -> tuple[str, ...]:
@@ -265,7 +279,7 @@ def _implicit_flush(data: LocatedDict) -> Task:
 
 
 def _handler(data: Any, options: TaskOptions, ctx: includes.Loading) -> Task:
-    inherited = TaskOptions(no_log=options.no_log)
+    inherited = TaskOptions(no_log=options.no_log, diff=options.diff, check_mode=options.check_mode)
     step = _step(data, inherited, ctx, None, 0)
     if not isinstance(step, Task):
         raise fail(data, None, "a handler is a task, not a block or an import")
@@ -286,6 +300,8 @@ def _options(data: Mapping[str, Any], inherited: TaskOptions) -> TaskOptions:
         become=data.get("become", inherited.become),
         environment=inherited.environment + ((env,) if env else ()),
         no_log=data.get("no_log", inherited.no_log),
+        diff=data.get("diff", inherited.diff),
+        check_mode=data.get("check_mode", inherited.check_mode),
         ignore_errors=data.get("ignore_errors", inherited.ignore_errors),
         vars={**inherited.vars, **_vars_of(data)},
         run_once=data.get("run_once", inherited.run_once),
@@ -456,6 +472,7 @@ def _task(data: Any, inherited: TaskOptions, ctx: includes.Loading, module: str,
         loop_kind=loops.source(data)[0] or "loop",
         loop_var=loop_control.get("loop_var", "item"),
         index_var=loop_control.get("index_var"),
+        loop_label=loop_control.get("label"),
         register=data.get("register"),
         changed_when=_as_tuple(data.get("changed_when")),
         failed_when=_as_tuple(data.get("failed_when")),

@@ -2,7 +2,9 @@
 schema could say something misleading ("unknown key") about a perfectly valid playbook.
 
 A keyword set to the value that means what rigger does anyway (``strategy: linear``,
-``become_user: root``) is accepted.
+``become_user: root``) is accepted: each is Ansible's default, so it means there what it
+means in ansible-core 2.19 (docs/ansible.md lists every keyword and value). ``diff`` and
+``check_mode`` change what a task does and are read by the loader (``check_flags``).
 """
 
 from __future__ import annotations
@@ -16,13 +18,11 @@ from engine.yamlload import line_of
 
 # keyword -> values that rigger already honours (None: no value is accepted)
 _ACCEPTED: dict[str, tuple[Any, ...] | None] = {
-    "strategy": ("linear",),
+    "strategy": ("linear", "ansible.builtin.linear"),
     "order": ("inventory",),
     "become_user": ("root",),
     "become_method": ("sudo",),
     "force_handlers": (False,),
-    "check_mode": (False,),
-    "diff": (False,),
     "ignore_unreachable": (False,),
     "vars_prompt": None,
     "module_defaults": None,
@@ -35,6 +35,9 @@ _ACCEPTED: dict[str, tuple[Any, ...] | None] = {
     "become_exe": None,
     "become_flags": None,
 }
+# ansible-core 2.19's LoopControl keys rigger does not implement (it has loop_var,
+# index_var and label)
+_LOOP_CONTROL_LACKING = frozenset({"pause", "extended", "extended_allitems", "break_when"})
 # Read by the loader, not by the schema (collections: where roles are searched), or ignored
 # because they change nothing rigger does (gathering takes milliseconds).
 IGNORED_PLAY_KEYS = frozenset({"collections", "gather_timeout"})
@@ -93,7 +96,15 @@ def check(data: Mapping[str, Any], where: str) -> None:
             raise _error(data, key, f"`include` was removed from Ansible (2.16); use {instead}")
         if key == "vars_files" and isinstance(value, list) and any(isinstance(v, list) for v in value):
             raise _error(data, key, "`vars_files` with a list of alternatives (first found) is not supported")
+        if key == "loop_control" and isinstance(value, Mapping):
+            lacked = sorted(k for k in value if k in _LOOP_CONTROL_LACKING)
+            if lacked:
+                raise _error(data, key, f"`loop_control: {lacked[0]}` is not supported by rigger "
+                             "(it takes loop_var, index_var and label)")  # fmt: skip
         if where == "play" and key in IGNORED_PLAY_KEYS:
+            continue
+        if key in ("diff", "check_mode"):
+            check_flags(data)
             continue
         if key not in _ACCEPTED:
             continue
@@ -101,6 +112,39 @@ def check(data: Mapping[str, Any], where: str) -> None:
         if accepted is not None and (value in accepted or value is None):
             continue
         raise _error(data, key, _message(key, value))
+
+
+# Set once per command from --allow-check-mode-false (engine/cli.py): a process-wide
+# choice, read by the loader at load time and by includes loaded while the run goes.
+_ALLOW = {"check_mode_false": False}
+CHECK_MODE_FALSE_FLAG = "--allow-check-mode-false"
+
+
+def allow_check_mode_false(allowed: bool) -> None:
+    _ALLOW["check_mode_false"] = allowed
+
+
+def check_flags(data: Mapping[str, Any]) -> None:
+    """``check_mode`` and ``diff`` on a play, block or task: values rigger gives Ansible's
+    meaning to, or a refusal that says what to do."""
+    if "diff" in data:
+        value = data["diff"]
+        if not isinstance(value, bool) and not (isinstance(value, str) and "{{" in value):
+            raise _error(data, "diff", f"`diff: {value}` is neither true nor false (nor a template giving one)")
+    if "check_mode" not in data or data["check_mode"] is None:
+        return
+    value = data["check_mode"]
+    if not isinstance(value, bool):
+        raise _error(data, "check_mode", f"`check_mode: {value}`: write true or false (a template is not supported)")
+    if value is False and not _ALLOW["check_mode_false"]:
+        raise _error(
+            data,
+            "check_mode",
+            "`check_mode: false` (run this task for real even under --check) is not supported: rigger's "
+            "--check and plan never run a task for real. Remove it (a real run runs the task anyway), or pass "
+            f"{CHECK_MODE_FALSE_FLAG} to `rigger run` or `validate` to run it in real runs and skip it, by name, "
+            "under --check (`rigger plan` does not take it: a saved plan cannot review a task it did not plan)",
+        )
 
 
 def _error(data: Any, key: str, message: str) -> ValidationError:

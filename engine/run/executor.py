@@ -18,7 +18,7 @@ from engine.module_api import Change, Diff, Effect, Result, Starts, Stops, TaskC
 from engine.output.events import HostResult, Status
 from engine.playbook import loops
 from engine.probes import ProbeError
-from engine.run import quarantine
+from engine.run import checkmode, quarantine
 from engine.templating.filters import to_bool
 
 
@@ -32,6 +32,7 @@ class PlannedStep:
     check_mode: str
     no_log: bool
     change: Change | Unchanged | None
+    hide_diff: bool = False  # the task says ``diff: false``: its diffs are kept only sealed
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,18 @@ def no_log_of(options: TaskOptions, scope: Mapping[str, Any]) -> bool:
     return bool(flag)
 
 
+def diff_of(options: TaskOptions, scope: Mapping[str, Any]) -> bool | None:
+    """``diff``, rendered when it is a template (None: not set); one that does not render
+    hides the diffs (the safe side, as no_log)."""
+    flag = options.diff
+    if isinstance(flag, str):
+        try:
+            return to_bool(templating.render(flag, scope))
+        except TemplateError:
+            return False
+    return None if flag is None else bool(flag)
+
+
 def become_of(options: TaskOptions, scope: Mapping[str, Any]) -> bool:
     """Whether a task (or a play's fact gathering) runs as root: its ``become``, else the
     inventory's ``ansible_become``, as in Ansible. TemplateError when it does not render."""
@@ -233,6 +246,11 @@ class TaskRunner:
         self.options = options
         self.progress = progress
         self.no_log = no_log_of(task.options, scope)
+        self.diff = diff_of(task.options, scope)
+        self.check_mode = checkmode.task_check_mode(task.options)
+        if self.check_mode and not options.check_mode:  # `check_mode: true` in a real run
+            self.options = replace(options, check_mode=True, before_apply=None)
+            self.conn = PredictedHost(conn)
 
     def run(self) -> Outcome:
         task = self.task
@@ -250,16 +268,30 @@ class TaskRunner:
         for index, item in enumerate(items):
             loop_vars = {task.loop_var: item, **({task.index_var: index} if task.index_var else {})}
             # each item sees what set_fact did in the items before it
-            result, item_vars = self._one(self.scope.child({**set_vars, **loop_vars}), item)
+            item_scope = self.scope.child({**set_vars, **loop_vars})
+            result, item_vars = self._one(item_scope, self._label(item_scope, item))
             results.append(result)
             set_vars.update(item_vars)
-        return Outcome(tuple(results), _loop_status(results), _loop_registered(results), set_vars)
+        return Outcome(tuple(results), _loop_status(results), _loop_registered(results, items), set_vars)
+
+    def _label(self, scope: templating.Scope, item: Any) -> Any:
+        """What output shows for an item: ``loop_control.label`` rendered (often written to
+        keep a secret in the item off the screen), else the item. Registered results keep
+        the item itself, as in Ansible."""
+        if self.task.loop_label is None:
+            return item
+        try:
+            return templating.render(self.task.loop_label, scope)
+        except TemplateError:
+            return "(loop_control.label did not render)"
 
     def _whole_failure(self, msg: str) -> Outcome:
         result = self._event(_failed(msg), None, 0.0)
         return Outcome((result,), Status.FAILED, _registered(result))
 
     def _event(self, attempt: _Attempt, item: Any, duration_s: float, ignored: bool = False) -> HostResult:
+        if self.check_mode:  # planned in every run, applied in none: never a saved plan's change
+            attempt = replace(attempt, planned="", summary="", fingerprint={}, impact=(), depends_on="")
         return HostResult(
             host=self.host,
             task=self.task.display_name,
@@ -280,6 +312,7 @@ class TaskRunner:
             depends_on=attempt.depends_on,
             impact=attempt.impact,
             change_kind=attempt.change_kind,
+            diff=self.diff,
         )
 
     def _one(self, scope: templating.Scope, item: Any) -> tuple[HostResult, Mapping[str, Any]]:
@@ -375,6 +408,9 @@ class TaskRunner:
         if problem:
             return _failed(f"task '{task.display_name}' ({task.location}): {problem}")
         args = spec.with_defaults(args)
+        if self.check_mode is False and self.options.check_mode:
+            return _Attempt(status=Status.SKIPPED, changed=False, msg=checkmode.NOT_RUN_WHILE_CHECKING,
+                            data=checkmode.skipped_data(spec.name, None))  # fmt: skip
         skip = _quarantine_skip(spec, args, scope)
         if skip:
             return _Attempt(status=Status.SKIPPED, changed=False, msg=skip)
@@ -436,7 +472,9 @@ class TaskRunner:
         later: dict[str, Any] = {"planned": "after-apply", "depends_on": unknown[0].task} if unknown else {}
         note = f" ({unknown[0].describe()})" if unknown else ""
         if self.options.before_apply is not None and not self.options.check_mode:
-            step = PlannedStep(self.host, str(self.task.location), spec.name, spec.check_mode, self.no_log, change)
+            step = PlannedStep(
+                self.host, str(self.task.location), spec.name, spec.check_mode, self.no_log, change, self.diff is False
+            )
             self.options.before_apply(step)
         if change is None:
             return _Attempt(status=Status.OK, changed=False, msg=note.strip(" ()"), **{"planned": "unchanged", **later})
@@ -461,7 +499,8 @@ class TaskRunner:
             "change_kind": change.kind,
         }
         if self.options.check_mode:
-            if predicted is not None:
+            # a `check_mode: true` task is never applied: later tasks must not see its change
+            if predicted is not None and not self.check_mode:
                 predicted.record(change.effects, self.task.display_name)
             if spec.check_mode in ("skip", "measure"):
                 return _Attempt(
@@ -469,6 +508,7 @@ class TaskRunner:
                     changed=False,
                     msg=f"check mode: would {change.summary}{note}",
                     diffs=change.diffs,
+                    data=checkmode.skipped_data(spec.name, change.payload),
                     **planned,
                 )
             return _Attempt(
@@ -541,9 +581,10 @@ def _loop_status(results: list[HostResult]) -> Status:
     return Status.SKIPPED
 
 
-def _loop_registered(results: list[HostResult]) -> dict[str, Any]:
+def _loop_registered(results: list[HostResult], items: list[Any] | None = None) -> dict[str, Any]:
+    shown = items if items is not None else [r.item for r in results]
     return {
-        "results": [{**_registered(r), "item": r.item} for r in results],
+        "results": [{**_registered(r), "item": item} for r, item in zip(results, shown, strict=True)],
         "changed": any(r.changed for r in results),
         "failed": any(r.status == Status.FAILED and not r.ignored for r in results),
         "skipped": all(r.status == Status.SKIPPED for r in results) if results else True,

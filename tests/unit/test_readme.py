@@ -130,6 +130,8 @@ def test_tour_commands_run() -> None:
         done = cli(command)
         assert done.rc == 0, f"{command}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
         assert "Traceback" not in done.stderr
+        # issue 30: a documented command whose play targets a group its inventory lacks
+        assert "Could not match supplied host pattern" not in done.stderr and "targets no host" not in done.stderr
     assert "would start vLLM" in cli("rigger run playbooks/demo_cpu.yml --check --diff").stdout
 
 
@@ -152,6 +154,8 @@ def test_plan_and_show_commands_run(tmp_path: Path) -> None:
         done = cli(command.replace("plan.json", str(plan)))
         assert done.rc == 0, f"{command}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
         assert "Traceback" not in done.stderr
+        # issue 30: a documented command whose play targets a group its inventory lacks
+        assert "Could not match supplied host pattern" not in done.stderr and "targets no host" not in done.stderr
     assert plan.is_file()
     assert "### rigger plan: " in done.stdout and "would start vLLM" in done.stdout, done.stdout[-2000:]
 
