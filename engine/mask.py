@@ -92,14 +92,15 @@ def _base64_cores(secret: bytes) -> Iterable[str]:
             yield core.replace("+", "-").replace("/", "_")
 
 
-def encodings(value: str) -> set[str]:
+def encodings(value: str, lines: bool = True) -> set[str]:
     """The forms in which ``value`` shows up once a template encodes it (see the module doc)."""
     raw = value.encode("utf-8")
     found = {json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
     found |= {urllib.parse.quote(value, safe=""), urllib.parse.quote_plus(value), urllib.parse.quote(value)}
     found |= {urllib.parse.quote_plus(value, safe="/")}
     found |= set(_base64_cores(raw))
-    found |= {line.strip() for line in value.splitlines() if len(line.strip()) >= MIN_LINE_LEN}
+    if lines:
+        found |= {line.strip() for line in value.splitlines() if len(line.strip()) >= MIN_LINE_LEN}
     return {form for form in found if form != value and len(form) >= MIN_SECRET_LEN}
 
 
@@ -119,13 +120,24 @@ class Mask:
     def add(self, value: Any, name: str) -> None:
         """Each string leaf of ``value`` is secret, shown as ``<hidden: name>``."""
         for whole in leaves(value):
-            leaf = whole.strip()  # the text around it (a line's newline) stays readable
-            if len(leaf) < MIN_SECRET_LEN or leaf in TRIVIAL or leaf in self._names:
-                continue
-            with self._lock:
-                for form in (leaf, *encodings(leaf)):
-                    self._names.setdefault(form, name)
-                self._pattern = None
+            self._add(whole.strip(), name, lines=True)  # the text around it (a newline) stays
+
+    def add_derived(self, value: str, name: str) -> None:
+        """A string computed from the secret ``name`` (a template that read it): secret as a
+        whole, unless the secret shows in it as it is or in a known encoding (then masking
+        that keeps the rest of the text readable: ``cannot log in with <hidden: pw>``).
+        Not line by line: a config file rendered from one secret keeps its other lines."""
+        leaf = value.strip()
+        if self.text(leaf) == leaf:
+            self._add(leaf, name, lines=False)
+
+    def _add(self, leaf: str, name: str, lines: bool) -> None:
+        if len(leaf) < MIN_SECRET_LEN or leaf in TRIVIAL or leaf in self._names:
+            return
+        with self._lock:
+            for form in (leaf, *encodings(leaf, lines)):
+                self._names.setdefault(form, name)
+            self._pattern = None
 
     def add_vars(self, variables: Mapping[str, Any], declared: Iterable[str] = ()) -> None:
         for value, name in secret_values(variables, declared):

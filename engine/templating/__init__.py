@@ -371,7 +371,7 @@ def _render_string(source: str, scope: Mapping[str, Any], native: bool | None = 
     finally:
         stack.pop()
     if read and isinstance(value, str):
-        MASK.add(value, read[0])  # a string computed from a secret is secret, whatever the filter
+        MASK.add_derived(value, read[0])  # a string computed from a secret is secret, whatever the filter
     return value
 
 
