@@ -243,7 +243,8 @@ def show(plan_file: str, fmt: str) -> None:
 
     record = rollout_view.load(plan_file)
     if record is not None:
-        click.echo(rollout_view.markdown(record) if fmt != "text" else rollout_view.text(record), nl=False)
+        render = {"text": rollout_view.text, "markdown": rollout_view.markdown, "html": rollout_view.html}[fmt]
+        click.echo(render(record), nl=False)
         return
     rendered, code = plan_commands.show(plan_file, fmt)
     click.echo(rendered, nl=False)
