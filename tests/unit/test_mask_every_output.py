@@ -2,7 +2,8 @@
 `--output jsonl`, the plan file, `show` in every format, `inventory`, `facts`, error
 messages, diffs, the watch journal and state file, rollout records) is listed in ``SINKS``
 and read back after a run whose secrets are templated (``hf_token: "{{ lookup('env', ...) }}"``),
-nested (``users[0].password``), and encoded inside larger strings (``'bob:' ~ pw |
+nested (``users[0].password``), declared (``rigger_secret_vars``), the output of a
+``no_log`` task shown by a later task, and encoded inside larger strings (``'bob:' ~ pw |
 b64encode``, ``urlencode`` with a space and ``&``). No secret may be readable in any of them,
 and every CLI command must be listed (a new command without a sink entry fails).
 
@@ -36,6 +37,8 @@ SECRETS = {
     "app_pass urlencoded": urllib.parse.quote_plus(SPACED),
     "base64 of bob:app_pass": base64.b64encode(f"bob:{SPACED}".encode()).decode(),
     "base64 of hf_token": base64.b64encode(HF.encode()).decode(),
+    "declared in rigger_secret_vars": "declared-31337",
+    "output of a no_log task": "nolog-out-271828",
 }
 
 INVENTORY = f"""\
@@ -50,6 +53,8 @@ all:
         - name: bob
           password: {BOB}
       app_pass: "{SPACED}"
+      rigger_secret_vars: [conn_string]
+      conn_string: "postgres://u@h/db?x=declared-31337"
 """
 
 PLAYBOOK = """\
@@ -69,6 +74,15 @@ PLAYBOOK = """\
     - name: a command that prints secrets
       command: "printf '%s %s %s' {{ db_password }} {{ hf_token | b64encode }} {{ hf_token }}"
       changed_when: false
+    - name: a declared secret
+      debug: {msg: "{{ conn_string }}"}
+    - name: a secret the host answers
+      command: printf '%s' nolog-out-271828
+      no_log: true
+      register: fetched
+      changed_when: false
+    - name: shown later
+      debug: {var: fetched.stdout}
     - name: a failure that names one
       fail: {msg: "cannot log in with {{ hf_token }}"}
       ignore_errors: true
