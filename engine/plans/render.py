@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from engine.hosttext import md_code as _code
 from engine.hosttext import md_fence, terminal_lines
-from engine.plans.review import Column, Group, Later, Review, Row, TaskReview, hosts_text
+from engine.plans.review import Column, Group, Later, Review, Row, TaskReview, hosts_text, plural
 
 # GitHub refuses comments over 65536 characters: stay well under, and say what was cut.
 MARKDOWN_LIMIT = 60_000
@@ -144,9 +144,17 @@ def _markdown_task(task: TaskReview) -> list[str]:
     return lines
 
 
+def _markdown_incomplete(rev: Review) -> str:
+    """INCOMPLETE first, bold; the host names (host data) as code spans."""
+    hosts = rev.plan.failed_hosts
+    names = ", ".join(_code(h) for h in hosts[:6]) + (", …" if len(hosts) > 6 else "")
+    head = f"INCOMPLETE: {plural(len(hosts), 'host')} failed while planning"
+    return f"> **{head}** ({names}): their steps after the failure were not planned"
+
+
 def markdown(rev: Review) -> str:
     plan = rev.plan
-    lines = [f"> **INCOMPLETE** {_code(rev.incomplete.removeprefix('INCOMPLETE: '))}", ""] if rev.incomplete else []
+    lines = [_markdown_incomplete(rev), ""] if rev.incomplete else []
     lines += [f"### rigger plan: {_code(plan.inputs.playbook)}", "", f"**{rev.headline()}**", "", f"_{rev.made()}_", ""]
     lines += _markdown_matrix(rev.columns, rev.matrix)
     if not rev.tasks and not rev.later:
