@@ -169,3 +169,33 @@ def test_the_review_counts_hosts_not_loop_items() -> None:
     for rendered in (text(rev), markdown(rev), html(rev)):
         assert "5 hosts" not in rendered and "6 hosts" not in rendered and "localhost, localhost" not in rendered
         assert "2 hosts (localhost, gpu2), 6 items" in rendered
+
+
+def test_a_segment_name_forges_no_line_of_rigger_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's case, for real: a segment in a tmpfs (a folder of /dev/shm) named with a
+    newline, a forged result line and an escape that erases the line, planned for removal."""
+    import os
+    import tempfile
+
+    shm = Path(tempfile.mkdtemp(prefix="rigger-render-", dir="/dev/shm"))
+    try:
+        segment = shm / f"nccl-x\n{FORGED}\x1b[2K"
+        segment.write_text("x")
+        os.utime(segment, (1, 1))  # old enough to be a leak
+        book = tmp_path / "clean.yml"
+        book.write_text(
+            "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+            f"    - ensure_shm_clean: {{path: {shm}, patterns: ['nccl-*'], min_age_s: 0}}\n"
+        )
+        monkeypatch.setenv("NO_COLOR", "1")
+        cli.exit_code(["plan", str(book), "-o", str(tmp_path / "p.json")])
+        cli.exit_code(["show", str(tmp_path / "p.json")])
+        shown = capsys.readouterr()
+        assert "nccl-x\\n" in shown.out, shown.out + shown.err  # the segment was planned, shown escaped
+        _no_forged_line(shown.out + shown.err)
+    finally:
+        for entry in shm.iterdir():
+            entry.unlink()
+        shm.rmdir()
