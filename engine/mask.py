@@ -178,15 +178,11 @@ class MaskedStream:
         self._stream = stream
         self._mask = mask
 
-    @property
-    def wrapped(self) -> TextIO:
-        return self._stream
-
     def write(self, text: str) -> int:
         self._stream.write(self._mask.text(text))
         return len(text)
 
-    def writelines(self, lines: Iterable[str]) -> None:
+    def writelines(self, lines: Iterable[str]) -> None:  # TextIO's: not a way around the mask
         for line in lines:
             self.write(line)
 
