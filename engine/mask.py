@@ -46,9 +46,10 @@ def is_secret_name(name: object, declared: Iterable[str] = ()) -> bool:
 
 
 def leaves(value: Any) -> Iterable[str]:
+    """Plain dicts and lists only: a lazy mapping (``hostvars``) is never forced."""
     if isinstance(value, str):
         yield value
-    elif isinstance(value, Mapping):
+    elif isinstance(value, dict):
         for item in value.values():
             yield from leaves(item)
     elif isinstance(value, (list, tuple)):
@@ -67,7 +68,7 @@ def secret_values(variables: Mapping[str, Any], declared: Iterable[str] = ()) ->
 
 
 def nested_secret_values(value: Any, declared: Iterable[str] = ()) -> Iterable[tuple[str, str]]:
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         yield from secret_values(value, declared)
     elif isinstance(value, (list, tuple)):
         for item in value:
