@@ -454,12 +454,13 @@ def record_secrets(variables: Mapping[str, Any]) -> None:
     """Put the secret values of ``variables`` in the one mask, rendered where that is safe
     (literal ones always; templated ones that use only pure lookups); one that cannot render
     here is left for the run, which records it when it renders it."""
-    scope = Scope(variables, {})
+    # a variable whose template runs something is left out of the scope, so a secret that
+    # reads one (``tok: "{{ raw }}"``, ``raw: "{{ lookup('pipe', ...) }}"``) fails to render here
+    pure = {k: v for k, v in variables.items() if not contains_template(v) or _pure(str(v))}
+    scope = Scope(pure, {})
     declared = scope._declared()
-    for key, value in variables.items():
+    for key, value in pure.items():
         if not (is_secret_name(key, declared) or any(nested_secret_values(value, declared))):
-            continue
-        if contains_template(value) and not _pure(str(value)):
             continue
         try:
             scope[key]

@@ -255,3 +255,31 @@ def test_a_multi_line_secret_is_masked_line_by_line() -> None:
     local = mask.Mask()
     local.add(key, "private_key")
     assert "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" not in local.text("+MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n")
+
+
+def test_secrets_are_rendered_ahead_only_where_nothing_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Secrets made by pure lookups (env) are known before any output; one that reads a
+    ``pipe`` lookup, even through another variable, is left for the run to render."""
+    from engine.templating import record_secrets
+
+    monkeypatch.setenv("RIGGER_MASK_ENV", "envtok-8675309")
+    ran = tmp_path / "ran"
+    record_secrets(
+        {
+            "hf_token": "{{ lookup('env', 'RIGGER_MASK_ENV') }}",
+            "api_token": "{{ raw }}",
+            "raw": f"{{{{ lookup('pipe', 'touch {ran}') }}}}",
+        }
+    )
+    assert mask.MASK.text("envtok-8675309") == "<hidden: hf_token>"
+    assert not ran.exists(), "a pipe lookup ran while recording secrets"
+
+
+def test_a_string_computed_from_a_secret_is_masked_whatever_the_filter() -> None:
+    from engine.templating import Scope, render
+
+    scope = Scope({"db_password": "Tr0ub4dor-x", "shout": "{{ db_password | upper | reverse }}"}, {})
+    shouted = render("{{ shout }}", scope)
+    assert shouted == "X-ROD4BU0RT"
+    assert mask.MASK.text(f"got {shouted}") == "got <hidden: db_password>"
+    assert mask.MASK.text("cannot log in with Tr0ub4dor-x") == "cannot log in with <hidden: db_password>"
