@@ -180,14 +180,21 @@ class MaskedStream:
         self._mask = mask
 
     def write(self, text: str) -> int:
-        self._stream.write(self._mask.text(text))
+        masked = self._mask.text(text)
+        try:
+            self._stream.write(masked)
+        except UnicodeEncodeError:  # an ASCII terminal (PYTHONIOENCODING=ascii): say it anyway
+            encoding = getattr(self._stream, "encoding", None) or "ascii"
+            self._stream.write(masked.encode(encoding, "backslashreplace").decode(encoding))
         return len(text)
 
     def writelines(self, lines: Iterable[str]) -> None:  # TextIO's: not a way around the mask
         for line in lines:
             self.write(line)
 
-    def __getattr__(self, name: str) -> Any:  # flush, isatty, encoding, fileno, buffer ...
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, encoding, fileno ...
+        if name == "buffer":  # click writes to the bytes below an ASCII stream: not around the mask
+            raise AttributeError(name)
         return getattr(self._stream, name)
 
 

@@ -283,3 +283,14 @@ def test_a_string_computed_from_a_secret_is_masked_whatever_the_filter() -> None
     assert shouted == "X-ROD4BU0RT"
     assert mask.MASK.text(f"got {shouted}") == "got <hidden: db_password>"
     assert mask.MASK.text("cannot log in with Tr0ub4dor-x") == "cannot log in with <hidden: db_password>"
+
+
+def test_an_ascii_terminal_gets_the_mask_too(files: Path) -> None:
+    """click writes to the bytes below a stream whose encoding is ASCII: that went around
+    the masked stdout (`rigger inventory` printed db_password). A process of its own: the
+    encoding of stdout is chosen when the interpreter starts."""
+    from tests.conftest import run_rigger_process
+
+    run = run_rigger_process("inventory", "-i", str(files / "hosts.yml"), env={"PYTHONIOENCODING": "ascii"})
+    assert run.rc == 0, run.stderr
+    assert "<hidden: db_password>" in run.stdout and DB not in run.stdout and BOB not in run.stdout
