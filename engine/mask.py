@@ -105,6 +105,21 @@ def encodings(value: str, lines: bool = True) -> set[str]:
     return {form for form in found if form != value and len(form) >= MIN_SECRET_LEN}
 
 
+# what a registered result holds of the host's answer; its other fields are rigger's words
+# and the task's own arguments (a host name, "non-zero return code"): masking those would
+# hide them all through the run
+ANSWER_FIELDS = ("stdout", "stderr", "stdout_lines", "stderr_lines", "content", "value")
+
+
+def answers(result: Any) -> list[Any]:
+    """The host's answer in a registered result (and in each of a loop's results); any
+    other value (a set_fact string, list or mapping) whole."""
+    if not isinstance(result, dict) or not ({"changed", "failed", "skipped"} & result.keys()):
+        return [result]
+    entries = [result, *(r for r in result.get("results") or [] if isinstance(r, dict))]
+    return [entry.get(name) for entry in entries for name in ANSWER_FIELDS]
+
+
 class Mask:
     """Secret values (and their encodings) by the name they are shown as; thread-safe."""
 

@@ -13,7 +13,7 @@ from engine import registry, templating
 from engine.connection.base import Connection, ScopedConnection, TaskScope
 from engine.connection.predicted import PredictedHost
 from engine.errors import HostUnreachable, TaskFailed, TemplateError
-from engine.mask import MASK
+from engine.mask import MASK, answers
 from engine.model import Task, TaskOptions
 from engine.module_api import Change, Diff, Effect, Result, Starts, Stops, TaskContext, Unchanged
 from engine.output.events import HostResult, Status
@@ -548,20 +548,12 @@ def _loop_status(results: list[HostResult]) -> Status:
     return Status.SKIPPED
 
 
-# what a no_log task's registered result holds of the host's answer (its other fields are
-# rigger's words: masking them would hide every "non-zero return code" of the run)
-NO_LOG_FIELDS = ("stdout", "stderr", "stdout_lines", "stderr_lines", "content", "value")
-
-
 def _mask_no_log(register: str, outcome: Outcome) -> None:
     """A no_log task's set_fact values and output are secret wherever they go next (the one
     mask, engine/mask.py): a later ``debug: var=result.stdout`` shows ``<hidden: ...>``."""
     for name, value in outcome.set_vars.items():
         MASK.add(value, name)
-    entries = [outcome.registered, *(outcome.registered.get("results") or [])]
-    for entry in (e for e in entries if isinstance(e, Mapping)):
-        for field_name in NO_LOG_FIELDS:
-            MASK.add(entry.get(field_name), register)
+    MASK.add(answers(dict(outcome.registered)), register)
 
 
 def _loop_registered(results: list[HostResult]) -> dict[str, Any]:

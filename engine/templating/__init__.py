@@ -25,7 +25,7 @@ from jinja2 import meta
 from jinja2.sandbox import SandboxedEnvironment
 
 from engine.errors import TemplateError
-from engine.mask import DECLARED, MASK, is_secret_name, nested_secret_values
+from engine.mask import DECLARED, MASK, answers, is_secret_name, nested_secret_values
 from engine.templating.filters import FILTERS, TESTS
 from engine.templating.inert import Inert
 from engine.templating.lookups import LOOKUPS, jinja_globals, lookup_name, template_lookup
@@ -252,7 +252,8 @@ class Scope(Mapping[str, Any]):
         holds secret-named keys (``users[0].password``) has those recorded. Host data is
         only looked at when its own name is secret: facts are large and read often."""
         if is_secret_name(key, self._declared()):
-            MASK.add(value, key)
+            # host data under a secret name (a registered result): what the host answered
+            MASK.add(answers(value) if key in self._data else value, key)
             return {key}
         if key in self._data and key not in self._override:
             return set()

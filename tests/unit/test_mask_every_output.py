@@ -294,3 +294,15 @@ def test_an_ascii_terminal_gets_the_mask_too(files: Path) -> None:
     run = run_rigger_process("inventory", "-i", str(files / "hosts.yml"), env={"PYTHONIOENCODING": "ascii"})
     assert run.rc == 0, run.stderr
     assert "<hidden: db_password>" in run.stdout and DB not in run.stdout and BOB not in run.stdout
+
+
+def test_a_secret_named_result_masks_the_answer_not_rigger_s_words() -> None:
+    """`register: token_check` holds the host's answer and rigger's own words (the host
+    name, "non-zero return code"): only the answer is secret, or every later line naming
+    the host would read <hidden: token_check>."""
+    from engine.templating import Scope
+
+    result = {"changed": False, "rc": 1, "msg": "non-zero return code", "stdout": "tok-5551212", "host": "gpu01"}
+    Scope({}, {"token_check": result})["token_check"]
+    assert mask.MASK.text("ok: [gpu01]: non-zero return code") == "ok: [gpu01]: non-zero return code"
+    assert mask.MASK.text("tok-5551212") == "<hidden: token_check>"
