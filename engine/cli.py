@@ -12,9 +12,10 @@ from typing import Any
 
 import click
 
-from engine import __version__, config, docs, registry
+from engine import __version__, config, docs, registry, templating
 from engine.errors import EXIT_BAD_OPTIONS, EXIT_INTERRUPTED, EXIT_UNEXPECTED, OptionsError, RiggerError
 from engine.inventory import listing, load_inventory, require_limit_matches, select_hosts
+from engine.mask import MASK, MaskedStream
 from engine.model import Inventory, Play, Playbook, all_tasks
 from engine.output.console import ConsoleSink
 from engine.output.events import Notice, Sink
@@ -171,6 +172,7 @@ def run(
         return
     static_check.check(book, inventory, extra_vars)
     unused = static_check.unused_extra_vars(book, inventory, extra_vars)
+    plan_commands.scrubber_for(book, inventory, extra_vars)  # secrets known before any output
     options = RunOptions(
         check_mode=check,
         diff=diff,
@@ -251,7 +253,8 @@ def show(plan_file: str, fmt: str) -> None:
 
     record = rollout_view.load(plan_file)
     if record is not None:
-        click.echo(rollout_view.markdown(record) if fmt != "text" else rollout_view.text(record), nl=False)
+        render = {"text": rollout_view.text, "markdown": rollout_view.markdown, "html": rollout_view.html}[fmt]
+        click.echo(render(record), nl=False)
         return
     rendered, code = plan_commands.show(plan_file, fmt)
     click.echo(rendered, nl=False)
@@ -354,6 +357,7 @@ def facts(inventories: tuple[str, ...], limit: str | None) -> None:
             gathered = gather(conn)
             found = {**gathered.own, "ansible_facts": gathered.ansible}
             # secret-named values (FOO_TOKEN in ansible_env, an inventory password) never print
+            templating.record_secrets(inventory.host(name).vars)
             answer[name] = Scrubber.from_vars([found, inventory.host(name).vars]).value(found)
         except RiggerError as exc:
             answer[name] = {"error": str(exc)}
@@ -370,6 +374,7 @@ def facts(inventories: tuple[str, ...], limit: str | None) -> None:
 def inventory_cmd(inventories: tuple[str, ...], as_list: bool, host: str | None, playbook_dir: str | None) -> None:
     """Print the resolved inventory as JSON, in the shape of `ansible-inventory --list`."""
     inventory = load_inventory(_inventories(inventories), playbook_dir=playbook_dir)
+    Scrubber.from_vars(h.vars for h in inventory.hosts.values())  # printed masked
     held = _quarantine_entries()
     if host is not None:
         if host not in inventory.hosts:
@@ -473,6 +478,18 @@ def exit_code(argv: Sequence[str] | None = None) -> int:
 
 
 def _invoke(call: Callable[[], Any]) -> int:
+    """One command behind the one mask (engine/mask.py): whatever it or click prints to
+    stdout or stderr, errors included, is masked there."""
+    MASK.clear()
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = MaskedStream(out), MaskedStream(err)
+    try:
+        return _outcome(call)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _outcome(call: Callable[[], Any]) -> int:
     try:
         result = call()
         return int(result) if isinstance(result, int) else 0

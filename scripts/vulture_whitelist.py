@@ -34,3 +34,4 @@ baselines_cmd  # a click command (engine/cli.py)
 row_factory  # sqlite3.Connection attribute (engine/baselines/store.py)
 rollout  # BaselineStore.rollout/rollouts: stored rollout records read back (test_baselines.py); no command yet
 rollouts
+writelines  # MaskedStream.writelines (engine/mask.py): TextIO's, so no write goes around the mask

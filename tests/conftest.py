@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     for name, state_dir in own_run_lock().items():
         os.environ.pop(name, None)
         shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_mask() -> Iterator[None]:
+    """The one mask (engine/mask.py) is process-wide, as in a CLI process: a secret one test
+    recorded must not mask another test's output (the CLI clears it per command too)."""
+    from engine.mask import MASK
+
+    yield
+    MASK.clear()
 
 
 @dataclass

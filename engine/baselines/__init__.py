@@ -7,7 +7,7 @@ versions, the serving flags' hash and the GPU type. ``rigger baselines`` reads t
 in the controller's state directory: ``$RIGGER_STATE_DIR`` as the run lock reads it, else
 ``~/.local/state/rigger``.
 
-May import: engine.errors, engine.runlock, engine.probes.
+May import: engine.errors, engine.runlock, engine.probes, engine.mask, engine.hosttext.
 
 (engine.runlock for the state directory's variable, RIGGER_STATE_DIR; engine.probes for
 fileio's guarded writes of the rollout records.)

@@ -17,6 +17,7 @@ from typing import Any
 
 from engine.baselines.noise import DEFAULT_NOISE_K, DEFAULT_RELATIVE, judge
 from engine.baselines.store import BaselineKey, Measurement
+from engine.hosttext import terminal_lines
 
 
 @dataclass(frozen=True)
@@ -113,4 +114,4 @@ def text(found: Sequence[Row]) -> str:
             f"{k.gpu}: {r.median:.1f} tok/s median of {len(r.samples)}"
         )
         out += [f"    {note}" for note in r.flags]
-    return "\n".join(out) + "\n"
+    return terminal_lines(out) + "\n"  # host, model and versions came from hosts

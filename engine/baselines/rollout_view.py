@@ -1,5 +1,9 @@
 """`rigger show ROLLOUT.json`: a rollout record rendered for review, like a plan: the
-schedule, then each host's turn with its gates' evidence and what was rolled back."""
+schedule, then each host's turn with its gates' evidence and what was rolled back.
+
+A record holds host text (a vLLM log line, a model's answer, a step's detail): each line is
+rendered through the one renderer (engine/hosttext.py) for its format: escaped on the
+terminal, escaped in html, inside a markdown fence it cannot close."""
 
 from __future__ import annotations
 
@@ -7,6 +11,9 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from engine.hosttext import html as escape
+from engine.hosttext import md_fence, terminal_lines
 
 KIND = "rigger-rollout"
 
@@ -52,7 +59,7 @@ def _host(turn: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def text(record: Mapping[str, Any]) -> str:
+def _lines(record: Mapping[str, Any]) -> list[str]:
     budget = record.get("failure_budget") or {}
     lines = [
         f"rollout {record.get('id')}: {record.get('outcome')}",
@@ -71,8 +78,21 @@ def text(record: Mapping[str, Any]) -> str:
         lines += _host(turn)
     if record.get("not_started"):
         lines.append(f"not started: {', '.join(record['not_started'])}")
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def text(record: Mapping[str, Any]) -> str:
+    return terminal_lines(_lines(record)) + "\n"
 
 
 def markdown(record: Mapping[str, Any]) -> str:
-    return "```\n" + text(record) + "```\n"
+    return "\n".join(md_fence(_lines(record))) + "\n"
+
+
+def html(record: Mapping[str, Any]) -> str:
+    title = escape(f"rigger rollout {record.get('id')}")
+    body = "\n".join(escape(line) for line in _lines(record))
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{title}</title></head>'
+        f"<body><h1>{title}</h1><pre>{body}</pre></body></html>\n"
+    )

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from engine import mask
 from engine.errors import RiggerError
 from engine.probes.fileio import make_dirs, write_atomic
 from engine.runlock import STATE_DIR_ENV
@@ -151,7 +152,7 @@ class BaselineStore:
     def record_rollout(self, rollout_id: str, outcome: str, record: Mapping[str, Any]) -> Path:
         """Store a rollout's record, and write it as JSON beside the store (what ``rigger
         show`` renders): a 0700 folder, the file written atomically, never through a link."""
-        text = json.dumps(record, sort_keys=True, default=str)
+        text = mask.dumps(record, sort_keys=True, default=str)
         with self._db() as db:
             db.execute(
                 "INSERT OR REPLACE INTO rollouts (id, at, outcome, record) VALUES (?, ?, ?, ?)",
@@ -160,7 +161,7 @@ class BaselineStore:
         folder = self.path.parent / "rollouts"
         make_dirs(str(folder), 0o700)
         path = folder / f"{rollout_id}.json"
-        write_atomic(str(path), json.dumps(record, indent=2, sort_keys=True, default=str).encode() + b"\n", 0o600)
+        write_atomic(str(path), mask.dumps(record, indent=2, sort_keys=True, default=str).encode() + b"\n", 0o600)
         return path
 
     def rollout(self, rollout_id: str) -> dict[str, Any] | None:

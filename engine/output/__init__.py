@@ -3,5 +3,5 @@
 ``events.py`` defines the events a run emits, ``console.py`` renders them for people,
 ``jsonl.py`` for machines.
 
-May import: engine.module_api.
+May import: engine.module_api, engine.hosttext.
 """

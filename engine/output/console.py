@@ -1,4 +1,10 @@
-"""Human output, Ansible-shaped: TASK headers, a line per host, grouped diffs, a recap."""
+"""Human output, Ansible-shaped: TASK headers, a line per host, grouped diffs, a recap.
+
+Every piece of text that came from a playbook, an inventory or a host goes through the one
+renderer (engine/hosttext.py: ``terminal``) before it is put in a line: a newline or an
+escape sequence in a segment name, a message or a diff line is shown escaped, so it never
+starts a line of its own (no forged ``ok: [localhost]: ...``) and never moves the cursor.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ import threading
 from collections import defaultdict
 from typing import TextIO
 
+from engine.hosttext import terminal
 from engine.module_api import Diff
 from engine.output.events import (
     COUNTERS,
@@ -45,7 +52,7 @@ def unified(diff: Diff) -> list[str]:
             tofile=f"after: {diff.label}",
         )
     )
-    return [line if line.endswith("\n") else line + "\n" for line in lines]
+    return [terminal(line.removesuffix("\n")) + "\n" for line in lines]
 
 
 class ConsoleSink:
@@ -82,19 +89,21 @@ class ConsoleSink:
         with self._lock:
             if isinstance(event, PlayStarted):
                 mode = " (check mode)" if event.check_mode else ""
-                self._write(f"\nPLAY [{event.name}]{mode} {'*' * 40}\n")
+                self._write(f"\nPLAY [{terminal(event.name)}]{mode} {'*' * 40}\n")
             elif isinstance(event, TaskStarted):
                 kind = "RUNNING HANDLER" if event.handler else "TASK"
-                self._write(f"\n{kind} [{event.name}] {'*' * 40}\n")
+                self._write(f"\n{kind} [{terminal(event.name)}] {'*' * 40}\n")
             elif isinstance(event, HostResult):
                 self._host_line(event.masked())
             elif isinstance(event, TaskFinished):
                 self._flush_diffs()
             elif isinstance(event, Progress):
-                self._status(f"  {event.host}: {event.message}")
+                self._status(f"  {terminal(event.host)}: {terminal(event.message)}")
             elif isinstance(event, Notice):
-                where = f"[{event.host}] " if event.host else ""
-                self._write(self._paint("warning", f"[{event.level.upper()}] {where}{event.message}") + "\n")
+                where = f"[{terminal(event.host)}] " if event.host else ""
+                # rigger's own notices may span lines: each is escaped, the rest indented
+                message = "\n    ".join(terminal(line) for line in event.message.split("\n"))
+                self._write(self._paint("warning", f"[{event.level.upper()}] {where}{message}") + "\n")
             elif isinstance(event, Recap):
                 self._recap(event)
 
@@ -102,11 +111,12 @@ class ConsoleSink:
         label: str = result.status
         if result.ignored:
             label = f"{label} (ignored)"
-        item = f" => (item={_short(result.item)})" if result.item is not None else ""
-        msg = f": {result.msg}" if result.msg else ""
-        self._write(self._paint(result.status, f"{label}: [{result.host}]{item}{msg}") + "\n")
+        host = terminal(result.host)
+        item = f" => (item={terminal(_short(result.item))})" if result.item is not None else ""
+        msg = f": {terminal(result.msg)}" if result.msg else ""
+        self._write(self._paint(result.status, f"{label}: [{host}]{item}{msg}") + "\n")
         for warning in result.warnings:
-            self._write(self._paint("warning", f"[WARNING] [{result.host}] {warning}") + "\n")
+            self._write(self._paint("warning", f"[WARNING] [{host}] {terminal(warning)}") + "\n")
         if self._verbosity and result.data:
             self._write(json.dumps(dict(result.data), indent=2, default=str) + "\n")
         if self._show_diff or result.diff:  # `diff: true` shows it without --diff, as in Ansible
@@ -117,7 +127,7 @@ class ConsoleSink:
         for lines, hosts in self._pending_diffs.items():
             if not lines:
                 continue
-            self._write(f"--- diff on {', '.join(sorted(hosts))}\n")
+            self._write(f"--- diff on {terminal(', '.join(sorted(hosts)))}\n")
             for line in lines:
                 self._write(self._paint(line[:1], line) if line[:1] in "+-@" else line)
         self._pending_diffs.clear()
@@ -131,10 +141,10 @@ class ConsoleSink:
                 for key in COUNTERS
             ]
             stopped = recap.stopped.get(host)
-            suffix = f"  (stopped at: {stopped})" if stopped else ""
-            self._write(f"{host.ljust(width)} : {'  '.join(parts)}{suffix}\n")
+            suffix = f"  (stopped at: {terminal(stopped)})" if stopped else ""
+            self._write(f"{terminal(host).ljust(width)} : {'  '.join(parts)}{suffix}\n")
         for host, why in recap.quarantined.items():
-            self._write(self._paint("failed", f"quarantined: {host}: {why}") + "\n")
+            self._write(self._paint("failed", f"quarantined: {terminal(host)}: {terminal(why)}") + "\n")
         mode = " in check mode (nothing was changed)" if recap.check_mode else ""
         self._write(f"finished in {recap.duration_s:.2f}s{mode}\n")
 

@@ -18,5 +18,5 @@ engine/connection/predicted.py; docs/plans.md describes the whole flow.
 
 May import: engine.errors, engine.yamlload, engine.keypaths, engine.model, engine.registry,
 engine.module_api, engine.inventory, engine.playbook, engine.run, engine.output, engine.connection,
-engine.probes.
+engine.probes, engine.mask, engine.templating, engine.hosttext.
 """

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from engine import __version__
+from engine import __version__, templating
 from engine.connection.warm import WarmConnections
 from engine.errors import EXIT_ERROR, EXIT_OK, EXIT_TASK_FAILED, OptionsError, RiggerError
 from engine.inventory import inline_hosts, load_inventory, require_limit_matches, select_hosts
@@ -112,8 +112,14 @@ def _play_vars(book: Playbook) -> list[Mapping[str, Any]]:
 
 
 def scrubber_for(book: Playbook, inventory: Inventory, extra_vars: Mapping[str, Any]) -> Scrubber:
-    host_vars = [h.vars for h in inventory.hosts.values()]
-    return Scrubber.from_vars([*host_vars, *_play_vars(book), extra_vars])
+    """The secrets of the inventory, the plays and ``-e`` recorded in the one mask before
+    any output: literal ones, and templated ones rendered per host where that is safe."""
+    plays = _play_vars(book)
+    for host in inventory.hosts.values():
+        for variables in plays:
+            templating.record_secrets({**host.vars, **variables, **extra_vars})
+        templating.record_secrets({**host.vars, **extra_vars})
+    return Scrubber.from_vars([*(h.vars for h in inventory.hosts.values()), *plays, extra_vars])
 
 
 def _file_digest(salt: bytes, data: bytes) -> str:

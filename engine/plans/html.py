@@ -8,8 +8,8 @@ host, so 8 alike hosts take the page of 3."""
 from __future__ import annotations
 
 import re
-from html import escape
 
+from engine.hosttext import html as escape
 from engine.plans.render import MARKS
 from engine.plans.review import Column, Group, Review, Row, TaskReview, hosts_text
 

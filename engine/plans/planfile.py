@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine import mask
 from engine.errors import OptionsError, ValidationError
 from engine.probes.fileio import write_atomic
 
@@ -139,7 +140,7 @@ class Plan:
 
 
 def dumps(plan: Plan) -> str:
-    return json.dumps(asdict(plan), indent=1, default=str) + "\n"
+    return mask.dumps(asdict(plan), indent=1, default=str) + "\n"
 
 
 def save(plan: Plan, path: str) -> None:

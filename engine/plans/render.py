@@ -5,17 +5,20 @@ then each change once. Markdown stays under GitHub's 65536-character comment lim
 matrix and the per-host tables show at most ``MAX_ROWS`` rows (hosts with the same row or
 change are already one), the rest counted, and whole tasks are cut last, counted too.
 
-In markdown, everything that comes from a playbook, an inventory or a host (task names,
-host names, change summaries, process command lines, segment names, failure messages) is
-shown as a code span (``_code``) or inside a fenced block (``_fence``): markdown makes no
-heading, list, link or HTML of either, so host data cannot hide a later change from the
-reviewer. A code span cannot hold a line break (a line starting with ``#`` after it would
-be a heading), so breaks are shown as ``⏎``.
+Host text goes through the one renderer (engine/hosttext.py). In text, each line rigger
+composes is escaped for the terminal, so a segment name holding a newline or an escape
+sequence starts no line of its own and erases nothing. In markdown, everything that comes
+from a playbook, an inventory or a host (task names, host names, change summaries, process
+command lines, segment names, failure messages) is a code span (``md_code``) or inside a
+fenced block that its text cannot close (``md_fence``): markdown makes no heading, list,
+link or HTML of either, so host data cannot hide a later change from the reviewer.
 """
 
 from __future__ import annotations
 
-from engine.plans.review import Column, Group, Later, Review, Row, TaskReview, hosts_text
+from engine.hosttext import md_code as _code
+from engine.hosttext import md_fence, terminal_lines
+from engine.plans.review import Column, Group, Later, Review, Row, TaskReview, hosts_text, plural
 
 # GitHub refuses comments over 65536 characters: stay well under, and say what was cut.
 MARKDOWN_LIMIT = 60_000
@@ -90,22 +93,14 @@ def text(rev: Review) -> str:
     if not rev.tasks and not rev.later:
         lines += ["Nothing to change." if not rev.incomplete else "Nothing to change on the hosts that planned.", ""]
     lines += [f"FAILED while planning: [{host}] {task}: {msg}" for host, task, msg in rev.failed]
-    return "\n".join(lines).rstrip() + "\n"
+    return terminal_lines(lines).rstrip() + "\n"
 
 
 # ---- markdown ---------------------------------------------------------------------------
 
-LINE_BREAKS = str.maketrans({"\n": "⏎", "\r": "⏎", "\v": "⏎", "\f": "⏎", "\x85": "⏎", "\u2028": "⏎", "\u2029": "⏎"})
-
-
-def _code(text: str) -> str:
-    """Host data as an inline code span: no markup can be made of it."""
-    return "`" + (text.replace("`", "'").translate(LINE_BREAKS) or " ") + "`"
-
 
 def _fence(lines: list[str]) -> list[str]:
-    body = [line.replace("```", "'''") for line in lines]
-    return ["```diff", *body, "```"]
+    return md_fence(lines, "diff")
 
 
 def _cell(text: str) -> str:
@@ -149,9 +144,17 @@ def _markdown_task(task: TaskReview) -> list[str]:
     return lines
 
 
+def _markdown_incomplete(rev: Review) -> str:
+    """INCOMPLETE first, bold; the host names (host data) as code spans."""
+    hosts = rev.plan.failed_hosts
+    names = ", ".join(_code(h) for h in hosts[:6]) + (", …" if len(hosts) > 6 else "")
+    head = f"INCOMPLETE: {plural(len(hosts), 'host')} failed while planning"
+    return f"> **{head}** ({names}): their steps after the failure were not planned"
+
+
 def markdown(rev: Review) -> str:
     plan = rev.plan
-    lines = [f"> **{rev.incomplete}**", ""] if rev.incomplete else []
+    lines = [_markdown_incomplete(rev), ""] if rev.incomplete else []
     lines += [f"### rigger plan: {_code(plan.inputs.playbook)}", "", f"**{rev.headline()}**", "", f"_{rev.made()}_", ""]
     lines += _markdown_matrix(rev.columns, rev.matrix)
     if not rev.tasks and not rev.later:

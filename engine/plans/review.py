@@ -111,8 +111,12 @@ def plural(count: int, noun: str) -> str:
 
 
 def hosts_text(hosts: tuple[str, ...], shown: int = 6) -> str:
-    names = ", ".join(hosts[:shown]) + (f", … (+{len(hosts) - shown})" if len(hosts) > shown else "")
-    return f"{plural(len(hosts), 'host')} ({names})"
+    """``2 hosts (gpu1, gpu2)``: distinct hosts; a loop's items on one host are counted as
+    items (``1 host (localhost), 5 items``), never as hosts."""
+    distinct = tuple(dict.fromkeys(hosts))
+    names = ", ".join(distinct[:shown]) + (f", … (+{len(distinct) - shown})" if len(distinct) > shown else "")
+    items = f", {plural(len(hosts), 'item')}" if len(hosts) > len(distinct) else ""
+    return f"{plural(len(distinct), 'host')} ({names}){items}"
 
 
 # ---- the matrix -------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from engine import registry, templating
 from engine.connection.base import Connection, ScopedConnection, TaskScope
 from engine.connection.predicted import PredictedHost
 from engine.errors import HostUnreachable, TaskFailed, TemplateError
+from engine.mask import MASK, answers
 from engine.model import Task, TaskOptions
 from engine.module_api import Change, Diff, Effect, Result, Starts, Stops, TaskContext, Unchanged
 from engine.output.events import HostResult, Status
@@ -253,6 +254,12 @@ class TaskRunner:
             self.conn = PredictedHost(conn)
 
     def run(self) -> Outcome:
+        outcome = self._run()
+        if self.no_log:
+            _mask_no_log(self.task.register or "no_log", outcome)
+        return outcome
+
+    def _run(self) -> Outcome:
         task = self.task
         if task.loop is None:
             result, set_vars = self._one(self.scope, None)
@@ -579,6 +586,14 @@ def _loop_status(results: list[HostResult]) -> Status:
     if any(r.ignored for r in results):
         return Status.FAILED
     return Status.SKIPPED
+
+
+def _mask_no_log(register: str, outcome: Outcome) -> None:
+    """A no_log task's set_fact values and output are secret wherever they go next (the one
+    mask, engine/mask.py): a later ``debug: var=result.stdout`` shows ``<hidden: ...>``."""
+    for name, value in outcome.set_vars.items():
+        MASK.add(value, name)
+    MASK.add(answers(dict(outcome.registered)), register)
 
 
 def _loop_registered(results: list[HostResult], items: list[Any] | None = None) -> dict[str, Any]:

@@ -9,7 +9,7 @@ environment, ``render``/``evaluate``/``Scope``), ``filters.py``, ``lookups.py``,
 ``sandbox.py`` (size bounds), ``magicvars.py``, ``taskvars.py`` (the layered variables one
 task sees) and ``extravars.py`` (``-e``). It reads no playbook and touches no host.
 
-May import: engine.errors, engine.yamlload, engine.model.
+May import: engine.errors, engine.yamlload, engine.model, engine.mask.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from jinja2 import meta
 from jinja2.sandbox import SandboxedEnvironment
 
 from engine.errors import TemplateError
+from engine.mask import DECLARED, MASK, answers, is_secret_name, nested_secret_values
 from engine.templating.filters import FILTERS, TESTS
 from engine.templating.inert import Inert
-from engine.templating.lookups import LOOKUPS, jinja_globals, template_lookup
+from engine.templating.lookups import LOOKUPS, jinja_globals, lookup_name, template_lookup
 from engine.templating.sandbox import BoundedSandbox, bound_filters
 
 _SINGLE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}|\{%).)*)\}\}\s*$", re.DOTALL)
@@ -95,6 +96,13 @@ class _Undefined(jinja2.ChainableUndefined, jinja2.StrictUndefined):
 
 
 _OUTPUTS = threading.local()  # the values one text render printed, for _render_string
+_TAINT = threading.local()  # the secrets each render on the stack read (innermost last)
+
+
+def _taint(name: str) -> None:
+    """A secret was read: every render on the stack is computed from it."""
+    for read in getattr(_TAINT, "stack", []):
+        read.append(name)
 
 
 def _finalize(value: Any) -> Any:
@@ -197,6 +205,8 @@ class Scope(Mapping[str, Any]):
         self._pinned = pinned or {}
         self._resolving: set[str] = set()
         self._resolved: dict[str, Any] = {}
+        self._checked: set[str] = set()  # names whose value the mask has seen
+        self._secret_keys: set[str] = set()
 
     def child(self, data: Mapping[str, Any]) -> Scope:
         """A scope with more inert data on top (loop items, registered results)."""
@@ -210,6 +220,15 @@ class Scope(Mapping[str, Any]):
         return Scope({**self._templated, **templated}, self._data, self._override, self._pinned)
 
     def __getitem__(self, key: str) -> Any:
+        value = self._lookup(key)
+        if key not in self._checked:
+            self._checked.add(key)
+            self._secret_keys.update(self._mask(key, value))
+        if key in self._secret_keys:
+            _taint(key)
+        return value
+
+    def _lookup(self, key: str) -> Any:
         if key in self._pinned:
             return self._pinned[key]
         if key in self._override:
@@ -223,6 +242,24 @@ class Scope(Mapping[str, Any]):
         if key in _TEXT.globals:
             return _TEXT.globals[key]
         raise KeyError(key)
+
+    def _declared(self) -> frozenset[str]:
+        found = self._templated.get(DECLARED) or self._data.get(DECLARED)
+        return frozenset(n for n in found if isinstance(n, str)) if isinstance(found, (list, tuple)) else frozenset()
+
+    def _mask(self, key: str, value: Any) -> set[str]:
+        """Record a secret's value, rendered, in the one mask (engine/mask.py); a value that
+        holds secret-named keys (``users[0].password``) has those recorded. Host data is
+        only looked at when its own name is secret: facts are large and read often."""
+        if is_secret_name(key, self._declared()):
+            # host data under a secret name (a registered result): what the host answered
+            MASK.add(answers(value) if key in self._data else value, key)
+            return {key}
+        if key in self._data and key not in self._override:
+            return set()
+        for leaf, name in nested_secret_values(value, self._declared()):
+            MASK.add(leaf, name)
+        return set()
 
     def _resolve(self, key: str) -> Any:
         raw = self._templated[key]
@@ -325,6 +362,21 @@ def _render_string(source: str, scope: Mapping[str, Any], native: bool | None = 
     if native is None:
         native = _single_expression(source)
     template = _compile(source, native)
+    stack = getattr(_TAINT, "stack", None)
+    if stack is None:
+        stack = _TAINT.stack = []
+    read: list[str] = []
+    stack.append(read)
+    try:
+        value = _render_compiled(template, source, scope, native)
+    finally:
+        stack.pop()
+    if read and isinstance(value, str):
+        MASK.add_derived(value, read[0])  # a string computed from a secret is secret, whatever the filter
+    return value
+
+
+def _render_compiled(template: jinja2.Template, source: str, scope: Mapping[str, Any], native: bool) -> Any:
     try:
         context = template.new_context(scope, shared=True)  # type: ignore[arg-type]
         outer = getattr(_OUTPUTS, "values", None)  # a variable rendered while rendering this
@@ -385,3 +437,33 @@ def all_true(conditions: tuple[Any, ...], scope: Mapping[str, Any]) -> bool:
     from engine.templating.filters import to_bool
 
     return all(to_bool(evaluate(condition, scope)) for condition in conditions)
+
+
+# lookups that read and change nothing on the controller: a secret made with one of them is
+# rendered ahead, so its value is masked before any output (``pipe`` runs a command,
+# ``password`` may write a file: those secrets are masked once the run renders them)
+_PURE_LOOKUPS = frozenset({"env", "file", "vars"})
+_LOOKUP_CALL = re.compile(r"\b(?:lookup|query|q)\s*\(\s*(?:'([^']*)'|\"([^\"]*)\"|(.))")
+
+
+def _pure(source: str) -> bool:
+    names = {(m.group(1) or m.group(2) or "?") for m in _LOOKUP_CALL.finditer(source)}
+    return {lookup_name(n) for n in names} <= _PURE_LOOKUPS
+
+
+def record_secrets(variables: Mapping[str, Any]) -> None:
+    """Put the secret values of ``variables`` in the one mask, rendered where that is safe
+    (literal ones always; templated ones that use only pure lookups); one that cannot render
+    here is left for the run, which records it when it renders it."""
+    # a variable whose template runs something is left out of the scope, so a secret that
+    # reads one (``tok: "{{ raw }}"``, ``raw: "{{ lookup('pipe', ...) }}"``) fails to render here
+    pure = {k: v for k, v in variables.items() if not contains_template(v) or _pure(str(v))}
+    scope = Scope(pure, {})
+    declared = scope._declared()
+    for key, value in pure.items():
+        if not (is_secret_name(key, declared) or any(nested_secret_values(value, declared))):
+            continue
+        try:
+            scope[key]
+        except (TemplateError, KeyError):
+            continue

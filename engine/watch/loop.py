@@ -16,8 +16,8 @@ from types import FrameType
 
 from engine.connection.warm import WarmConnections
 from engine.errors import EXIT_INTERRUPTED, EXIT_OK
+from engine.model import Inventory, Playbook
 from engine.plans import commands as plan_commands
-from engine.plans.secrets import Scrubber
 from engine.watch import metrics, status, store
 from engine.watch.cycle import Setup, run_cycle
 from engine.watch.journal import Journal
@@ -60,10 +60,7 @@ class Watcher:
             budget=self._options.budget,
             folder=folder,
             warm=WarmConnections(),
-            journal=Journal(
-                self._options.events or folder / "events.jsonl",
-                plan_commands.scrubber_for(book, inventory, self._request.extra_vars),
-            ),
+            journal=self._journal(book, inventory, folder),
         )
         self._state = store.load(folder)
         # Signals reach the main thread only; a watcher run from another thread (a test harness)
@@ -103,6 +100,11 @@ class Watcher:
             self._stop.wait(self._options.interval_s)
         return EXIT_INTERRUPTED
 
+    def _journal(self, book: Playbook, inventory: Inventory, folder: Path) -> Journal:
+        # the inventory's, plays' and -e's secret values go into the one mask before any line
+        plan_commands.scrubber_for(book, inventory, self._request.extra_vars)
+        return Journal(self._options.events or folder / "events.jsonl")
+
     def _serve_metrics(self, setup: Setup) -> metrics.MetricsServer | None:
         if self._options.metrics_port is None:
             return None
@@ -128,7 +130,7 @@ def resume(folder: Path, hosts: tuple[str, ...], fleet: bool) -> list[str]:
         host.state = "resumed"
         cleared.append(name)
     store.save(state, folder)
-    journal = Journal(folder / "events.jsonl", Scrubber.from_vars([]))
+    journal = Journal(folder / "events.jsonl")
     journal.record("resume", cleared=cleared)
     journal.close()
     return cleared

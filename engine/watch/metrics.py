@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from engine.mask import MASK
 from engine.watch.store import WatchState
 
 STATES = ("converged", "repaired", "repair failed", "drift", "backoff", "paused", "unreachable", "plan failed")
@@ -60,7 +61,7 @@ class MetricsServer:
                 if self.path.split("?")[0] != "/metrics":
                     self.send_error(404)
                     return
-                body = snapshot().encode()
+                body = MASK.text(snapshot()).encode()  # an output like any other: masked
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))

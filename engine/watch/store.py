@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine import mask
 from engine.runlock import STATE_DIR_ENV
 
 EVIDENCE_CHARS = 4000  # of a failure's message: enough for the fatal log line and its context
@@ -84,7 +85,7 @@ def save(state: WatchState, folder: Path) -> None:
     fd, temp = tempfile.mkstemp(dir=folder, prefix=".state-", suffix=".json")  # O_EXCL, random name, 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(asdict(state), out, indent=1, sort_keys=True)
+            out.write(mask.dumps(asdict(state), indent=1, sort_keys=True))
             out.flush()
             os.fsync(out.fileno())
         os.replace(temp, folder / "state.json")
