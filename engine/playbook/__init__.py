@@ -5,8 +5,9 @@ is touched.
 ``includes.py`` and ``roles.py`` resolve roles, imports and includes, ``kvargs.py`` splits
 ``key=value`` arguments, ``loops.py`` shapes ``loop:``/``with_*`` items, ``tags.py``
 selects by ``--tags``, ``unsupported.py`` refuses Ansible keywords rigger lacks by name,
-and ``static_check.py`` finds undefined variables before a run.
+and ``static_check.py`` finds undefined variables before a run; ``hostcheck.py`` reads the
+inventory's host patterns so that validate names a play that targets no host.
 
 May import: engine.errors, engine.yamlload, engine.model, engine.registry, engine.facts, engine.config,
-engine.templating.
+engine.templating, engine.inventory.
 """
