@@ -25,7 +25,7 @@ from engine.plans.secrets import Scrubber
 from engine.playbook import listing as listing_mod
 from engine.playbook import static_check
 from engine.playbook.loader import load_playbook
-from engine.run import quarantine
+from engine.run import interrupt, quarantine
 from engine.run.runner import Runner, RunOptions
 from engine.templating.extravars import parse_all
 from engine.watch import command as watch_commands
@@ -461,7 +461,8 @@ def exit_code(argv: Sequence[str] | None = None) -> int:
 
 def _invoke(call: Callable[[], Any]) -> int:
     try:
-        result = call()
+        with interrupt.handled():  # SIGTERM and SIGHUP take Ctrl-C's path: recap, exit 99
+            result = call()
         return int(result) if isinstance(result, int) else 0
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -43,6 +44,8 @@ class ExecOptions:
     before_apply: Callable[[PlannedStep], None] | None = None
     # Another inventory host's connection, for TaskContext.peer (the runner's delegate_to).
     connect: Callable[[str], Connection] | None = None
+    # The run's stop flag: set, the task stops before its next command (engine/run/interrupt.py).
+    stop: threading.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -233,6 +236,9 @@ class TaskRunner:
         self.options = options
         self.progress = progress
         self.no_log = no_log_of(task.options, scope)
+        # what the task did that may change the host, for the recap of an interrupted run
+        self.touched: list[str] = []
+        self.left_running: list[str] = []
 
     def run(self) -> Outcome:
         task = self.task
@@ -384,7 +390,10 @@ class TaskRunner:
                 become=bool(become),
                 environment={k: str(v) for k, v in environment.items()},
                 timeout_s=task.timeout_s,
+                stop=self.options.stop,
             ),
+            touched=self.touched,
+            left_running=self.left_running,
         )
         ctx = TaskContext(
             host_name=self.host,
