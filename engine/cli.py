@@ -475,8 +475,8 @@ def _invoke(call: Callable[[], Any]) -> int:
     except RiggerError as exc:
         _report(str(exc))
         return exc.exit_code
-    except KeyboardInterrupt:
-        _report("interrupted")
+    except KeyboardInterrupt as exc:  # before a run began or after it ended (a run reports its own)
+        _report(f"interrupted ({interrupt.signal_name(exc)})")
         return EXIT_INTERRUPTED
     except Exception as exc:
         _report(f"unexpected error (a bug in rigger): {type(exc).__name__}: {exc}")

@@ -43,6 +43,7 @@ def test_ctrl_c_ends_running_commands_reports_and_exits_99(tmp_path):
     assert proc.returncode == 99, out + err
     assert not any(psutil.pid_exists(s.pid) and s.status() != psutil.STATUS_ZOMBIE for s in [sleeper, *sleepers])
     assert "PLAY RECAP" in out and "interrupted during 'long'" in out
+    assert "[INTERRUPTED] SIGINT: no new task started" in out and "  h1: 'long' was running" in out
     assert not (tmp_path / "never").exists()
 
 
