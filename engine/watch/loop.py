@@ -42,11 +42,14 @@ class Watcher:
         self._show = show
         self._stop = threading.Event()
         self._in_cycle = False
+        self._signal = ""  # the stop signal's name, once one came
         self._state = store.WatchState()
         self._metrics = ""  # the last round's figures: a scrape never waits for a round
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         first = not self._stop.is_set()
+        if first:
+            self._signal = signal.Signals(signum).name
         self._stop.set()
         if self._in_cycle and first:  # a second signal never cuts the round's clean-up short
             raise Interrupted(signum)  # abandon the round at its current step
@@ -92,9 +95,11 @@ class Watcher:
             try:
                 self._in_cycle = True
                 run_cycle(setup, self._state)
-            except KeyboardInterrupt as exc:
+            except KeyboardInterrupt as exc:  # the round's run reports it as a bare KeyboardInterrupt
                 self._stop.set()
-                setup.journal.record("interrupted", signal=signal_name(exc), round="abandoned at its current step")
+                setup.journal.record(
+                    "interrupted", signal=self._signal or signal_name(exc), round="abandoned at its current step"
+                )
             finally:
                 self._in_cycle = False
                 store.save(self._state, folder)
