@@ -13,7 +13,7 @@ from typing import Any
 from engine import registry, templating
 from engine.connection.base import Connection, ScopedConnection, TaskScope
 from engine.connection.predicted import PredictedHost
-from engine.errors import HostUnreachable, TaskFailed, TemplateError
+from engine.errors import HostUnreachable, Interrupted, TaskFailed, TemplateError
 from engine.model import Task, TaskOptions
 from engine.module_api import Change, Diff, Effect, Result, Starts, Stops, TaskContext, Unchanged
 from engine.output.events import HostResult, Status
@@ -240,6 +240,15 @@ class TaskRunner:
         self.touched: list[str] = []
         self.left_running: list[str] = []
 
+    def _pause(self, seconds: float) -> None:
+        """Sleep between attempts; a run that is stopping does not wait it out (in a fork
+        the signal never arrives as an exception: the stop flag says it)."""
+        stop = self.options.stop
+        if stop is None:
+            time.sleep(seconds)
+        elif stop.wait(seconds):
+            raise Interrupted()
+
     def run(self) -> Outcome:
         task = self.task
         if task.loop is None:
@@ -321,7 +330,7 @@ class TaskRunner:
                 return attempt
             if number < attempts:
                 self.progress(f"retrying ({number}/{self.task.retries}): until not met")
-                time.sleep(self.task.delay_s)
+                self._pause(self.task.delay_s)
         return replace(
             attempt,
             status=Status.FAILED,

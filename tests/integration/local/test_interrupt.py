@@ -112,3 +112,38 @@ def test_every_stop_signal_takes_the_one_interrupt_path(tmp_path, rigger, signum
     quick.write_text(f"- hosts: localhost\n  gather_facts: false\n  tasks:\n    - command: touch {tmp_path}/quick\n")
     after = rigger("run", str(quick), "--lock-wait", "0")  # the lock was released: no wait, no failure
     assert after.rc == 0, after.stdout + after.stderr
+
+
+def test_a_fork_waiting_between_retries_stops_at_once(tmp_path):
+    """A task in a fork (a thread: the signal never reaches it as an exception) that waits
+    `delay` seconds between `until` attempts stops when the run is interrupted, not after
+    the delay. Real: the rigger process, its forks, the signal."""
+    (tmp_path / "two.yml").write_text(
+        "all:\n  hosts:\n    h1: {ansible_connection: local}\n    h2: {ansible_connection: local}\n"
+    )
+    (tmp_path / "p.yml").write_text(
+        "- hosts: all\n  gather_facts: false\n  tasks:\n"
+        "    - name: retried\n"
+        f"      command: sh -c 'echo $$ > {tmp_path}/{{{{ inventory_hostname }}}}.pid; exit 1'\n"
+        "      register: result\n      until: result.rc == 0\n      retries: 3\n      delay: 60\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "run", str(tmp_path / "p.yml"), "-i", str(tmp_path / "two.yml")],
+        env={**os.environ, "PYTHONPATH": str(REPO), **own_run_lock()},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 20
+    while not all((tmp_path / f"{h}.pid").exists() for h in ("h1", "h2")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)  # both forks are in their delay now
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        out, err = proc.communicate(timeout=10)
+    finally:
+        proc.kill()  # only if it is still waiting (the failure): it is gone otherwise
+    assert proc.returncode == 99, out + err
+    assert time.monotonic() - started < 5, "the run waited out the retry delay"
+    assert "interrupted during 'retried'" in out, out
