@@ -45,14 +45,18 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
 @contextmanager
 def handled() -> Iterator[None]:
-    """SIGINT, SIGTERM and SIGHUP raise ``Interrupted`` while inside; the previous handlers
-    come back after. Signals reach the main thread only: elsewhere (a test harness running
-    the CLI in a thread) nothing is installed."""
+    """SIGINT, SIGTERM and SIGHUP raise ``Interrupted`` while inside (unless the process
+    was started with one ignored); the previous handlers come back after. Signals reach
+    the main thread only: elsewhere (a test harness running the CLI in a thread) nothing
+    is installed."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     _received.clear()
-    previous: dict[int, Any] = {sig: signal.signal(sig, _on_signal) for sig in STOP_SIGNALS}
+    # a signal ignored on purpose stays ignored: SIGHUP under nohup, SIGINT in a shell's
+    # background job
+    wanted = [sig for sig in STOP_SIGNALS if signal.getsignal(sig) is not signal.SIG_IGN]
+    previous: dict[int, Any] = {sig: signal.signal(sig, _on_signal) for sig in wanted}
     try:
         yield
     finally:

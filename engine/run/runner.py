@@ -465,7 +465,10 @@ class Runner:
         return ok and not self._limits.exceeded(hosts)
 
     def _take_locks(self, hosts: list[HostRun]) -> None:
-        for host, result in zip(hosts, self._parallel(self._lock, hosts), strict=True):
+        self._in_flight = {h.name: "Acquiring the run lock" for h in hosts}
+        results = self._parallel(self._lock, hosts)
+        self._in_flight = {}
+        for host, result in zip(hosts, results, strict=True):
             if result is not None:
                 self._record(host, result, result.task)
 
@@ -474,6 +477,7 @@ class Runner:
         if not hosts:
             return
         self.emit(TaskStarted("Gathering Facts", "facts", ""))
+        self._in_flight = {h.name: "Gathering Facts" for h in hosts}
 
         def gather(host: HostRun) -> HostResult:
             started = time.monotonic()
@@ -488,7 +492,9 @@ class Runner:
             except RiggerError as exc:
                 return HostResult(host.name, "Gathering Facts", Status.FAILED, False, msg=str(exc))
 
-        for host, result in zip(hosts, self._parallel(gather, hosts), strict=True):
+        results = self._parallel(gather, hosts)
+        self._in_flight = {}
+        for host, result in zip(hosts, results, strict=True):
             self._record(host, result, "Gathering Facts")
         self.emit(TaskFinished("Gathering Facts"))
 

@@ -147,3 +147,29 @@ def test_a_fork_waiting_between_retries_stops_at_once(tmp_path):
     assert proc.returncode == 99, out + err
     assert time.monotonic() - started < 5, "the run waited out the retry delay"
     assert "interrupted during 'retried'" in out, out
+
+
+def test_a_signal_ignored_at_start_stays_ignored(tmp_path):
+    """`nohup rigger run ...` (SIGHUP ignored when rigger starts) goes on when the terminal
+    closes; SIGTERM still stops it. Real: the process, its inherited signal disposition."""
+    (tmp_path / "p.yml").write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        f"    - name: long\n      command: sh -c 'echo $$ > {tmp_path}/localhost.pid; exec sleep 30'\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "run", str(tmp_path / "p.yml"), "--output", "jsonl"],
+        env={**os.environ, "PYTHONPATH": str(REPO), **own_run_lock()},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # what nohup does
+    )
+    sleeper = _started_command(tmp_path / "localhost.pid")
+    proc.send_signal(signal.SIGHUP)
+    time.sleep(0.3)
+    assert proc.poll() is None and not _gone(sleeper), "SIGHUP stopped a run started with it ignored"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 99, out + err
+    assert [json.loads(line)["signal"] for line in out.splitlines() if '"interrupted"' in line] == ["SIGTERM"]
+    assert _gone(sleeper)
