@@ -636,12 +636,13 @@ class Runner:
             hosts = [runs_on]
         task = self._named(task, hosts[0])
         self.emit(TaskStarted(task.display_name, task.module, str(task.location), handler))
-        self._in_flight = {h.name: task.display_name for h in hosts}
+        self._in_flight = {}
         play_magic = magicvars.play_variables(self._play_names, self._batch_names, self._down)
         for host in hosts:
             host.inventory_vars.update(play_magic)
 
         def run_on(host: HostRun) -> Outcome:
+            self._in_flight[host.name] = task.display_name  # started: a host waiting for a fork is not
             scope = self._scope(task, host)
             conn, problem = self._delegated_connection(task, host, scope)
             if problem is not None:
