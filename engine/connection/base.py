@@ -181,7 +181,7 @@ class ScopedConnection:
     ) -> dict[str, Any]:
         if probes.probe_mutates(name):
             self._refuse(f"probe {name}")
-            self._touch(name)
+            self._touch(f"probe {name}")
         with self._stop_points():
             return self.inner.run_probe(name, args, sudo=self.scope.become if sudo is None else sudo)
 

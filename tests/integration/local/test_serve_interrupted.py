@@ -111,7 +111,7 @@ def test_an_interrupted_start_is_recorded_starting_and_the_next_run_waits_for_it
         interrupted = next(e for e in events if e["event"] == "interrupted")
         assert interrupted["signal"] == "SIGTERM" and interrupted["in_flight"] == {"localhost": "vLLM serves"}
         assert f"{state_file} records it as 'starting'" in interrupted["left_running"]["localhost"][0]
-        assert "vllm_launch" in interrupted["touched"]["localhost"]
+        assert "probe vllm_launch" in interrupted["touched"]["localhost"]
         recap = events[-1]
         assert recap["event"] == "recap" and recap["hosts"]["localhost"]["changed"] == 1, recap
 
