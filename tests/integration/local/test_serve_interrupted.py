@@ -49,15 +49,18 @@ def serve_book(tmp_path: Path, port: int, spec: str = "a") -> Path:
     return book
 
 
-def _record_when_starting(state_file: Path, timeout_s: float = 10) -> dict[str, Any]:
+def _record_when_starting(state_file: Path, replacing: int | None, timeout_s: float = 10) -> dict[str, Any]:
+    """The state file once it records a server launched by this run (not ``replacing``)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
             record: dict[str, Any] = json.loads(state_file.read_text())
-            return record
+            if record["pid"] != replacing:
+                return record
         except (OSError, ValueError):  # not written yet (written whole: atomic rename)
-            time.sleep(0.02)
-    raise AssertionError(f"{state_file} was never written")
+            pass
+        time.sleep(0.02)
+    raise AssertionError(f"{state_file} never recorded a new server")
 
 
 def _rigger(book: Path) -> subprocess.Popen[str]:
@@ -70,10 +73,12 @@ def _rigger(book: Path) -> subprocess.Popen[str]:
     )
 
 
-def _interrupted_start(book: Path, state_file: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _interrupted_start(
+    book: Path, state_file: Path, replacing: int | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """`rigger run` stopped by SIGTERM while the server it launched loads."""
     proc = _rigger(book)
-    record = _record_when_starting(state_file)
+    record = _record_when_starting(state_file, replacing)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 99, out + err
@@ -128,16 +133,30 @@ def test_an_interrupted_start_is_recorded_starting_and_the_next_run_waits_for_it
         stop_server(state_file)
 
 
-def test_a_server_left_starting_with_another_spec_is_named_and_replaced(tmp_path: Path, rigger: Any) -> None:
-    """The next run wants another spec: it says the old one was still starting, and restarts."""
+def test_an_interrupted_replacement_counts_the_stop_and_another_spec_replaces_what_it_left(
+    tmp_path: Path, rigger: Any
+) -> None:
+    """The issue's case: a healthy server replaced, the run interrupted while the new one
+    loads: stopping the old one was a change, and the recap counts it. The next run wants
+    yet another spec: it says the server left loading was still starting, and replaces it."""
     shutil.copytree(FIXTURE, tmp_path / "model")
     port = free_port()
     state_file = tmp_path / "state" / "slow.json"
+    (tmp_path / "b.loaded").touch()
+    (tmp_path / "c.loaded").touch()
     try:
-        # "a" never ends its load: the next run surely finds it loading (and stops it)
-        record, _ = _interrupted_start(serve_book(tmp_path, port, "a"), state_file)
-        (tmp_path / "b.loaded").touch()
-        other = rigger("run", str(serve_book(tmp_path, port, "b")), "--output", "jsonl")
+        healthy = rigger("run", str(serve_book(tmp_path, port, "b")))
+        assert healthy.rc == 0, healthy.stdout + healthy.stderr
+        serving = json.loads(state_file.read_text())["pid"]
+
+        # "a" never ends its load: the next run surely finds it loading
+        record, events = _interrupted_start(serve_book(tmp_path, port, "a"), state_file, replacing=serving)
+        assert not psutil.pid_exists(serving) or _gone(psutil.Process(serving))
+        interrupted = next(e for e in events if e["event"] == "interrupted")
+        assert interrupted["touched"]["localhost"][:1] == ["probe signal_procs"], interrupted
+        assert events[-1]["hosts"]["localhost"]["changed"] == 1, events[-1]
+
+        other = rigger("run", str(serve_book(tmp_path, port, "c")), "--output", "jsonl")
         assert other.rc == 0, other.stdout + other.stderr
         result = other.results("vLLM serves")[0]
         assert result["status"] == "changed", result
@@ -146,3 +165,10 @@ def test_a_server_left_starting_with_another_spec_is_named_and_replaced(tmp_path
         assert json.loads(state_file.read_text())["pid"] != record["pid"]
     finally:
         stop_server(state_file)
+
+
+def _gone(proc: psutil.Process) -> bool:
+    try:
+        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
