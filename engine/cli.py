@@ -26,7 +26,7 @@ from engine.plans.secrets import Scrubber
 from engine.playbook import hostcheck, static_check, unsupported
 from engine.playbook import listing as listing_mod
 from engine.playbook.loader import load_playbook
-from engine.run import quarantine
+from engine.run import interrupt, quarantine
 from engine.run.runner import Runner, RunOptions
 from engine.templating.extravars import parse_all
 from engine.watch import command as watch_commands
@@ -491,7 +491,8 @@ def _invoke(call: Callable[[], Any]) -> int:
 
 def _outcome(call: Callable[[], Any]) -> int:
     try:
-        result = call()
+        with interrupt.handled():  # SIGTERM and SIGHUP take Ctrl-C's path: recap, exit 99
+            result = call()
         return int(result) if isinstance(result, int) else 0
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -504,8 +505,8 @@ def _outcome(call: Callable[[], Any]) -> int:
     except RiggerError as exc:
         _report(str(exc))
         return exc.exit_code
-    except KeyboardInterrupt:
-        _report("interrupted")
+    except KeyboardInterrupt as exc:  # before a run began or after it ended (a run reports its own)
+        _report(f"interrupted ({interrupt.signal_name(exc)})")
         return EXIT_INTERRUPTED
     except Exception as exc:
         _report(f"unexpected error (a bug in rigger): {type(exc).__name__}: {exc}")

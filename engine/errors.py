@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,6 +14,16 @@ EXIT_INVALID = 4
 EXIT_BAD_OPTIONS = 5
 EXIT_INTERRUPTED = 99
 EXIT_UNEXPECTED = 250
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop signal (SIGINT, SIGTERM, SIGHUP: engine/run/interrupt.py), or a task that
+    found its run stopping before its next command. A KeyboardInterrupt: Ctrl-C and the
+    other signals take the same path. Exit code EXIT_INTERRUPTED."""
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 class RiggerError(Exception):

@@ -9,12 +9,14 @@ was not declared read-only. That is what makes check mode honest.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine import probes
-from engine.errors import CommandFailed, WriteRefused
+from engine.errors import CommandFailed, Interrupted, WriteRefused
 
 if TYPE_CHECKING:
     from engine.runlock import LockHolder
@@ -84,14 +86,46 @@ class TaskScope:
     environment: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float | None = None
     planning: bool = False
+    # The run's stop flag (set on SIGINT/SIGTERM/SIGHUP): a task in a worker thread stops
+    # at its next command, write or probe instead of starting it (engine/run/interrupt.py).
+    stop: threading.Event | None = None
 
 
 @dataclass(frozen=True)
 class ScopedConnection:
-    """The connection a module receives: the task's scope applied, writes guarded."""
+    """The connection a module receives: the task's scope applied, writes guarded.
+
+    ``touched`` lists what the task did that may change the host (commands not declared
+    read-only, writes, mutating probes), shared by its planning view: a task interrupted
+    after one of them is counted as changed (it stopped an old server, say)."""
 
     inner: Connection
     scope: TaskScope = TaskScope()
+    touched: list[str] = field(default_factory=list, compare=False, kw_only=True)
+    # detached servers an interrupted task leaves starting by design (serve_vllm), for the
+    # run's ``interrupted`` event
+    left_running: list[str] = field(default_factory=list, compare=False, kw_only=True)
+
+    def _stop_point(self) -> None:
+        if self.scope.stop is not None and self.scope.stop.is_set():
+            raise Interrupted()
+
+    @contextmanager
+    def _stop_points(self) -> Iterator[None]:
+        """Nothing starts once the run is stopping, and what the interrupt ended (a killed
+        command, a closed connection) is reported as the interruption, not as the task's
+        failure or result."""
+        self._stop_point()
+        try:
+            yield
+        except Exception:
+            self._stop_point()
+            raise
+        self._stop_point()
+
+    def _touch(self, what: str) -> None:
+        self._stop_point()
+        self.touched.append(what)
 
     @property
     def host_name(self) -> str:
@@ -118,31 +152,38 @@ class ScopedConnection:
     ) -> CommandResult:
         if not read_only:
             self._refuse(f"command {' '.join(argv)}")
+            self._touch(f"ran {argv[0] if argv else '?'}")
         merged_env = {**self.scope.environment, **(env or {})}
-        return self.inner.run(
-            argv,
-            sudo=self.scope.become if sudo is None else sudo,
-            env=merged_env,
-            cwd=cwd,
-            stdin=stdin,
-            timeout_s=timeout_s if timeout_s is not None else self.scope.timeout_s,
-            check=check,
-            read_only=read_only,
-        )
+        with self._stop_points():
+            return self.inner.run(
+                argv,
+                sudo=self.scope.become if sudo is None else sudo,
+                env=merged_env,
+                cwd=cwd,
+                stdin=stdin,
+                timeout_s=timeout_s if timeout_s is not None else self.scope.timeout_s,
+                check=check,
+                read_only=read_only,
+            )
 
     def read_file(self, path: str, *, sudo: bool | None = None) -> bytes | None:
-        return self.inner.read_file(path, sudo=self.scope.become if sudo is None else sudo)
+        with self._stop_points():
+            return self.inner.read_file(path, sudo=self.scope.become if sudo is None else sudo)
 
     def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: bool | None = None) -> None:
         self._refuse(f"write {path}")
-        self.inner.write_file(path, data, mode=mode, sudo=self.scope.become if sudo is None else sudo)
+        self._touch(f"wrote {path}")
+        with self._stop_points():
+            self.inner.write_file(path, data, mode=mode, sudo=self.scope.become if sudo is None else sudo)
 
     def run_probe(
         self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool | None = None
     ) -> dict[str, Any]:
         if probes.probe_mutates(name):
             self._refuse(f"probe {name}")
-        return self.inner.run_probe(name, args, sudo=self.scope.become if sudo is None else sudo)
+            self._touch(f"probe {name}")
+        with self._stop_points():
+            return self.inner.run_probe(name, args, sudo=self.scope.become if sudo is None else sudo)
 
     def run_probe_under(
         self, python: str, name: str, args: Mapping[str, Any] | None = None, *, timeout_s: float | None = None

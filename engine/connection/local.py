@@ -65,13 +65,13 @@ class LocalConnection:
         except OSError as exc:
             result = CommandResult(tuple(argv), 127, "", f"{argv[0]}: {exc.strerror}")
             return raise_for_status(result) if check else result
-        if stdin is not None and proc.stdin is not None:
-            _feed_stdin(proc.stdin, stdin)
         assert proc.stdout is not None and proc.stderr is not None
         deadline = None if timeout_s is None else started + timeout_s
-        with self._lock:
-            self._running.add(proc)
-        try:
+        try:  # from the moment it exists: an interrupt anywhere after this ends it
+            with self._lock:
+                self._running.add(proc)
+            if stdin is not None and proc.stdin is not None:
+                _feed_stdin(proc.stdin, stdin)
             buffers, timed_out = drain({"stdout": proc.stdout, "stderr": proc.stderr}, deadline)
         except BaseException:  # interrupted: the command must not outlive the run
             _kill_group(proc)

@@ -20,6 +20,7 @@ from engine.output.events import (
     COUNTERS,
     Event,
     HostResult,
+    Interruption,
     Notice,
     PlayStarted,
     Progress,
@@ -104,6 +105,8 @@ class ConsoleSink:
                 # rigger's own notices may span lines: each is escaped, the rest indented
                 message = "\n    ".join(terminal(line) for line in event.message.split("\n"))
                 self._write(self._paint("warning", f"[{event.level.upper()}] {where}{message}") + "\n")
+            elif isinstance(event, Interruption):
+                self._interruption(event)
             elif isinstance(event, Recap):
                 self._recap(event)
 
@@ -131,6 +134,17 @@ class ConsoleSink:
             for line in lines:
                 self._write(self._paint(line[:1], line) if line[:1] in "+-@" else line)
         self._pending_diffs.clear()
+
+    def _interruption(self, event: Interruption) -> None:
+        head = f"[INTERRUPTED] {event.signal}: no new task started; the commands rigger started were ended"
+        self._write(self._paint("failed", head) + "\n")
+        for host, task in event.in_flight.items():
+            done = event.touched.get(host)
+            after = f" (it had already: {', '.join(done)})" if done else ""
+            self._write(f"  {host}: '{task}' was running{after}\n")
+        for host, servers in event.left_running.items():
+            for server in servers:
+                self._write(f"  {host}: left running by design: {server}\n")
 
     def _recap(self, recap: Recap) -> None:
         self._write(f"\nPLAY RECAP {'*' * 40}\n")

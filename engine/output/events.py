@@ -120,7 +120,23 @@ class Recap:
     quarantined: Mapping[str, str] = field(default_factory=dict)
 
 
-Event = PlayStarted | TaskStarted | HostResult | TaskFinished | Progress | Notice | Recap
+@dataclass(frozen=True)
+class Interruption:
+    """The run was stopped by a signal (docs/safety.md, "Interruption"): no task started
+    after it, the commands rigger started were ended, the run locks released.
+
+    ``in_flight``: host -> the task that was running there; ``touched``: host -> what that
+    task had already done that may change the host (it counts as changed in the recap);
+    ``left_running``: host -> detached servers left starting by design (their state file
+    says "starting": the next run waits for them)."""
+
+    signal: str
+    in_flight: Mapping[str, str] = field(default_factory=dict)
+    touched: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    left_running: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+Event = PlayStarted | TaskStarted | HostResult | TaskFinished | Progress | Notice | Interruption | Recap
 
 
 class Sink(Protocol):

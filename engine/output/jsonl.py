@@ -10,6 +10,7 @@ from typing import Any, TextIO
 from engine.output.events import (
     Event,
     HostResult,
+    Interruption,
     Notice,
     PlayStarted,
     Progress,
@@ -25,6 +26,7 @@ _NAMES = {
     TaskFinished: "task_end",
     Progress: "progress",
     Notice: "notice",
+    Interruption: "interrupted",
     Recap: "recap",
 }
 

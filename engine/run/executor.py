@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -12,7 +13,7 @@ from typing import Any
 from engine import registry, templating
 from engine.connection.base import Connection, ScopedConnection, TaskScope
 from engine.connection.predicted import PredictedHost
-from engine.errors import HostUnreachable, TaskFailed, TemplateError
+from engine.errors import HostUnreachable, Interrupted, TaskFailed, TemplateError
 from engine.mask import MASK, answers
 from engine.model import Task, TaskOptions
 from engine.module_api import Change, Diff, Effect, Result, Starts, Stops, TaskContext, Unchanged
@@ -45,6 +46,8 @@ class ExecOptions:
     before_apply: Callable[[PlannedStep], None] | None = None
     # Another inventory host's connection, for TaskContext.peer (the runner's delegate_to).
     connect: Callable[[str], Connection] | None = None
+    # The run's stop flag: set, the task stops before its next command (engine/run/interrupt.py).
+    stop: threading.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -252,6 +255,18 @@ class TaskRunner:
         if self.check_mode and not options.check_mode:  # `check_mode: true` in a real run
             self.options = replace(options, check_mode=True, before_apply=None)
             self.conn = PredictedHost(conn)
+        # what the task did that may change the host, for the recap of an interrupted run
+        self.touched: list[str] = []
+        self.left_running: list[str] = []
+
+    def _pause(self, seconds: float) -> None:
+        """Sleep between attempts; a run that is stopping does not wait it out (in a fork
+        the signal never arrives as an exception: the stop flag says it)."""
+        stop = self.options.stop
+        if stop is None:
+            time.sleep(seconds)
+        elif stop.wait(seconds):
+            raise Interrupted()
 
     def run(self) -> Outcome:
         outcome = self._run()
@@ -355,7 +370,7 @@ class TaskRunner:
                 return attempt
             if number < attempts:
                 self.progress(f"retrying ({number}/{self.task.retries}): until not met")
-                time.sleep(self.task.delay_s)
+                self._pause(self.task.delay_s)
         return replace(
             attempt,
             status=Status.FAILED,
@@ -427,7 +442,10 @@ class TaskRunner:
                 become=bool(become),
                 environment={k: str(v) for k, v in environment.items()},
                 timeout_s=task.timeout_s,
+                stop=self.options.stop,
             ),
+            touched=self.touched,
+            left_running=self.left_running,
         )
         ctx = TaskContext(
             host_name=self.host,

@@ -7,7 +7,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from engine.output.events import (
     COUNTERS,
     Event,
     HostResult,
+    Interruption,
     Notice,
     PlayStarted,
     Progress,
@@ -46,7 +47,7 @@ from engine.output.events import (
     TaskStarted,
 )
 from engine.playbook import loader, tags
-from engine.run import quarantine
+from engine.run import interrupt, quarantine
 from engine.run.batches import Limits, batches
 from engine.run.executor import ExecOptions, Outcome, PlannedStep, TaskRunner, become_of, loop_items
 from engine.run.hostlocks import HostLocks
@@ -97,6 +98,7 @@ def _new_stats() -> dict[str, int]:
 
 
 FORK_THREAD = "rigger-fork"
+END_POLL_S = 0.2  # after an interrupt: how often commands that forks still run are ended
 
 
 class Runner:
@@ -117,7 +119,9 @@ class Runner:
         self.stopped_at: dict[str, str] = {}
         self._connections: dict[str, Connection] = {}
         self._interrupted = threading.Event()
-        self._in_flight: dict[str, str] = {}
+        self._in_flight: dict[str, str] = {}  # host -> the task running there now
+        self._touched: dict[str, tuple[str, ...]] = {}  # what an interrupted task had done
+        self._left_running: dict[str, tuple[str, ...]] = {}
         self._locks = HostLocks()
         self._forks: ThreadPoolExecutor | None = None
         self.owner = "rigger run"
@@ -241,6 +245,15 @@ class Runner:
             for name in list(self._connections):
                 self._warm.discard(name)
 
+    def _end_commands(self) -> None:
+        """Close the connections: that ends the commands still running on them."""
+        if self._warm is not None:
+            self._drop_warm_connections()
+        for conn in list(self._connections.values()):
+            problem = _close(conn)
+            if problem:
+                self.emit(Notice("warning", f"closing connection failed: {problem}"))
+
     def close(self) -> None:
         """Release the locks, then close the connections, ``forks`` hosts at a time: each is
         a round trip to its host, and one after the other they added up at fleet size."""
@@ -269,18 +282,35 @@ class Runner:
                     break
                 if not self._play(play, playbook):
                     break
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # SIGINT, SIGTERM and SIGHUP alike (engine/run/interrupt.py)
             self._interrupted.set()
             self.close()
-            for host, task in self._in_flight.items():
-                self.stopped_at[host] = f"interrupted during '{task}'"
-            self.emit(Notice("error", "interrupted: no new tasks started; running commands ended"))
+            self._report_interruption(interrupt.signal_name(exc))
         finally:
             self.close()
         self.emit(
             Recap(self.stats, time.monotonic() - started, self.options.check_mode, self.stopped_at, self._quarantined())
         )
         return self.exit_code()
+
+    def _report_interruption(self, signal: str) -> None:
+        """The ``interrupted`` event: what was running where, and what it had already done."""
+        in_flight = dict(self._in_flight)
+        for host, task in in_flight.items():
+            self.stopped_at[host] = f"interrupted during '{task}'"
+        self.emit(Interruption(signal, in_flight, dict(self._touched), dict(self._left_running)))
+
+    def _interrupted_task(self, host: HostRun, task: Task, runner: TaskRunner) -> None:
+        """A task the interrupt stopped: counted as changed when it had already done
+        something that may change the host (stopped an old server, ran a command)."""
+        if runner.left_running:
+            self._left_running[host.name] = tuple(runner.left_running)
+        if not runner.touched:
+            return
+        done = tuple(dict.fromkeys(runner.touched))
+        self._touched[host.name] = done
+        msg = f"interrupted after it had already: {', '.join(done)}"
+        self._record(host, HostResult(host.name, task.display_name, Status.CHANGED, True, msg=msg), task.display_name)
 
     @property
     def start_at_pending(self) -> bool:
@@ -435,7 +465,10 @@ class Runner:
         return ok and not self._limits.exceeded(hosts)
 
     def _take_locks(self, hosts: list[HostRun]) -> None:
-        for host, result in zip(hosts, self._parallel(self._lock, hosts), strict=True):
+        self._in_flight = {h.name: "Acquiring the run lock" for h in hosts}
+        results = self._parallel(self._lock, hosts)
+        self._in_flight = {}
+        for host, result in zip(hosts, results, strict=True):
             if result is not None:
                 self._record(host, result, result.task)
 
@@ -444,6 +477,7 @@ class Runner:
         if not hosts:
             return
         self.emit(TaskStarted("Gathering Facts", "facts", ""))
+        self._in_flight = {h.name: "Gathering Facts" for h in hosts}
 
         def gather(host: HostRun) -> HostResult:
             started = time.monotonic()
@@ -458,22 +492,29 @@ class Runner:
             except RiggerError as exc:
                 return HostResult(host.name, "Gathering Facts", Status.FAILED, False, msg=str(exc))
 
-        for host, result in zip(hosts, self._parallel(gather, hosts), strict=True):
+        results = self._parallel(gather, hosts)
+        self._in_flight = {}
+        for host, result in zip(hosts, results, strict=True):
             self._record(host, result, "Gathering Facts")
         self.emit(TaskFinished("Gathering Facts"))
 
     def _parallel(self, fn: Callable[[HostRun], Any], hosts: list[HostRun]) -> list[Any]:
         if len(hosts) == 1 or self.options.forks <= 1 or threading.current_thread().name.startswith(FORK_THREAD):
             return [fn(h) for h in hosts]  # from inside a fork: never wait on the pool we run in
-        futures = [self._fork_pool().submit(fn, h) for h in hosts]
+        futures: list[Future[Any]] = []
         try:
+            for host in hosts:
+                futures.append(self._fork_pool().submit(fn, host))
             return [f.result() for f in futures]
         except KeyboardInterrupt:
-            self._interrupted.set()
+            self._interrupted.set()  # the forks stop before their next command (engine/run/interrupt.py)
             for f in futures:
                 f.cancel()
-            self.close()  # closing the connections ends the commands still running
-            wait(futures)
+            self._end_commands()
+            # locks are released (by close) only once no fork runs anything; a command a
+            # fork started just as the signal came is ended on the next pass
+            while wait(futures, timeout=END_POLL_S).not_done:
+                self._end_commands()
             raise
 
     def _fork_pool(self) -> ThreadPoolExecutor:
@@ -595,12 +636,13 @@ class Runner:
             hosts = [runs_on]
         task = self._named(task, hosts[0])
         self.emit(TaskStarted(task.display_name, task.module, str(task.location), handler))
-        self._in_flight = {h.name: task.display_name for h in hosts}
+        self._in_flight = {}
         play_magic = magicvars.play_variables(self._play_names, self._batch_names, self._down)
         for host in hosts:
             host.inventory_vars.update(play_magic)
 
         def run_on(host: HostRun) -> Outcome:
+            self._in_flight[host.name] = task.display_name  # started: a host waiting for a fork is not
             scope = self._scope(task, host)
             conn, problem = self._delegated_connection(task, host, scope)
             if problem is not None:
@@ -616,10 +658,16 @@ class Runner:
                     verbosity=self.options.verbosity,
                     before_apply=self.options.before_apply,
                     connect=self._delegate_connection,
+                    stop=self._interrupted,
                 ),
                 lambda message: self.emit(Progress(host.name, task.display_name, message)),
             )
-            outcome = runner.run()
+            try:
+                outcome = runner.run()
+            except KeyboardInterrupt:  # only the first signal raises: this record is not cut short
+                self._interrupted_task(host, task, runner)
+                raise
+            self._in_flight.pop(host.name, None)
             self._record_outcome(host, outcome, task.display_name)
             return outcome
 

@@ -1,6 +1,6 @@
 """The watcher's rounds, and stopping them cleanly.
 
-Ctrl-C or SIGTERM during a round abandons it at the current step: the run ends its
+Ctrl-C, SIGTERM or SIGHUP during a round abandons it at the current step: the run ends its
 commands, releases its run locks and closes its connections; between rounds it just stops.
 No run lock is held between rounds, so a person's ``rigger run`` always gets in.
 """
@@ -15,9 +15,10 @@ from pathlib import Path
 from types import FrameType
 
 from engine.connection.warm import WarmConnections
-from engine.errors import EXIT_INTERRUPTED, EXIT_OK
+from engine.errors import EXIT_INTERRUPTED, EXIT_OK, Interrupted
 from engine.model import Inventory, Playbook
 from engine.plans import commands as plan_commands
+from engine.run.interrupt import STOP_SIGNALS, signal_name
 from engine.watch import metrics, status, store
 from engine.watch.cycle import Setup, run_cycle
 from engine.watch.journal import Journal
@@ -41,13 +42,17 @@ class Watcher:
         self._show = show
         self._stop = threading.Event()
         self._in_cycle = False
+        self._signal = ""  # the stop signal's name, once one came
         self._state = store.WatchState()
         self._metrics = ""  # the last round's figures: a scrape never waits for a round
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        first = not self._stop.is_set()
+        if first:
+            self._signal = signal.Signals(signum).name
         self._stop.set()
-        if self._in_cycle:
-            raise KeyboardInterrupt  # abandon the round at its current step
+        if self._in_cycle and first:  # a second signal never cuts the round's clean-up short
+            raise Interrupted(signum)  # abandon the round at its current step
 
     def run(self) -> int:
         folder = self._options.state_dir or store.state_dir()
@@ -66,7 +71,7 @@ class Watcher:
         # Signals reach the main thread only; a watcher run from another thread (a test harness)
         # stops with its --cycles.
         in_main = threading.current_thread() is threading.main_thread()
-        stop_signals = (signal.SIGINT, signal.SIGTERM) if in_main else ()
+        stop_signals = STOP_SIGNALS if in_main else ()
         previous = {sig: signal.signal(sig, self._on_signal) for sig in stop_signals}
         server = self._serve_metrics(setup)
         setup.journal.record("started", heal=[str(r) for r in setup.rules], budget=vars(setup.budget))
@@ -87,8 +92,11 @@ class Watcher:
             try:
                 self._in_cycle = True
                 run_cycle(setup, self._state)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:  # the round's run reports it as a bare KeyboardInterrupt
                 self._stop.set()
+                setup.journal.record(
+                    "interrupted", signal=self._signal or signal_name(exc), round="abandoned at its current step"
+                )
             finally:
                 self._in_cycle = False
                 store.save(self._state, folder)

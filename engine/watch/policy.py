@@ -4,7 +4,9 @@ A play declares its self-healable classes of change in the variable ``rigger_wat
 a list of ``MODULE`` (any change that module plans) or ``MODULE:KIND`` (only changes of that
 kind, the module's ``Change.kind``: ``serve_vllm:down`` restarts a server that died or
 wedged with its spec unchanged, ``serve_vllm:spec`` would roll out a changed spec).
-Nothing is healable unless declared.
+Nothing is healable unless declared. A change of kind ``starting`` (serve_vllm waiting for
+the server an interrupted run left loading, and recording it ready) stops and starts
+nothing: wherever the module's ``down`` is healable, it is too.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from engine.errors import ValidationError
 from engine.model import Playbook
 
 HEAL_VARIABLE = "rigger_watch_heal"
+FINISHES_A_START = "starting"  # waits for a server the module started earlier; changes nothing
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,9 @@ class HealRule:
     kind: str | None = None  # None: every kind of change the module plans
 
     def allows(self, module: str, kind: str) -> bool:
-        return self.module == module and self.kind in (None, kind)
+        if self.module != module:
+            return False
+        return self.kind in (None, kind) or (kind == FINISHES_A_START and self.kind == "down")
 
     def __str__(self) -> str:
         return self.module if self.kind is None else f"{self.module}:{self.kind}"

@@ -19,6 +19,13 @@ itself is `data.log_facts` (attention and NvFp4 MoE backend, `kv_cache_tokens`, 
 all-reduce off on PCIe, AOT compile / FlashInfer autotune cache hits, the Marlin FP4
 fallback) and the message's tail.
 
+The state file is written "starting" (with the server's identity and spec hash) before the
+wait for readiness begins and "ready" once it answered. A run interrupted in between leaves
+the server loading, detached by design; the next run that finds it still loading with the
+same spec waits for it (up to `ready_timeout_s` counted from the server's own start)
+instead of restarting it; one that finds it dead, or another spec wanted, says so and
+starts anew.
+
 Every check that can fail (the spec, the model path on the host, who holds the port)
 runs before an old server is stopped: a start that cannot succeed leaves the running
 server as it was. A model, served name or other flag value starting with `-` is refused
@@ -319,7 +326,9 @@ def _plan_stop(status: sessions.ServerStatus) -> Change | Unchanged:
     )
 
 
-def _start_reason(status: sessions.ServerStatus, spec_hash: str, state: str) -> tuple[str, str] | None:
+def _start_reason(
+    status: sessions.ServerStatus, spec_hash: str, state: str, ready_timeout_s: float
+) -> tuple[str, str] | None:
     """What must be done and why (a verb first: output says "would ..."), with the kind of
     change (Change.kind) it is, or None. Policies such as `rigger watch`'s self-healing allow
     some kinds ("down": the recorded server died or stopped answering, its spec unchanged)
@@ -329,12 +338,34 @@ def _start_reason(status: sessions.ServerStatus, spec_hash: str, state: str) -> 
     if status.record is None:
         return "new", "start vLLM (no server recorded)"
     same_spec = status.record.get("spec_hash") == spec_hash
+    if same_spec and status.start_unfinished and status.leader_alive:
+        return _still_starting(status, ready_timeout_s)
     if not status.healthy:
         # down with its spec unchanged is a repair; with a changed spec it is a rollout
         return "down" if same_spec else "spec", f"start vLLM ({status.describe()})"
     if not same_spec:
         return "spec", f"restart vLLM: the spec changed (pid {status.record.get('pid')} runs an older one)"
     return None
+
+
+def _still_starting(status: sessions.ServerStatus, ready_timeout_s: float) -> tuple[str, str]:
+    """A server an interrupted run launched, still loading with the spec wanted now: waited
+    for ("starting"), within ready_timeout_s counted from its own start; past that it is
+    down ("down": restarted). Restarting it would throw away the load so far (20 minutes
+    for a 540 GB checkpoint)."""
+    age = status.leader_age_s or 0.0
+    pid = (status.record or {}).get("pid")
+    if status.healthy:  # it got ready after its run was interrupted: its processes are recorded now
+        return "starting", f"finish the start of vLLM pid {pid}: ready now, same spec (its start was interrupted)"
+    if age >= ready_timeout_s:
+        return (
+            "down",
+            f"start vLLM: pid {pid} still not ready {age:.0f}s after its start (ready_timeout_s {ready_timeout_s:g})",
+        )
+    return "starting", (
+        f"wait for vLLM pid {pid}: {status.describe()}; same spec, up to {ready_timeout_s - age:.0f}s more "
+        f"(ready_timeout_s {ready_timeout_s:g} from its start)"
+    )
 
 
 def _inspected(status: sessions.ServerStatus, spec_hash: str, args: Mapping[str, Any]) -> Unchanged:
@@ -390,7 +421,8 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     spec_hash = spec.spec_hash()
     if args["state"] == "inspected":
         return _inspected(status, spec_hash, args)
-    start = _start_reason(status, spec_hash, args["state"]) or _wedged_reason(ctx, args, spec, status)
+    start = _start_reason(status, spec_hash, args["state"], float(args["ready_timeout_s"]))
+    start = start or _wedged_reason(ctx, args, spec, status)
     if start is None:
         record = status.record or {}
         return Unchanged(
@@ -398,6 +430,10 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
             _data(args, record),
         )
     kind, reason = start
+    if kind == "starting":
+        return Change(
+            summary=reason, kind=kind, payload={"spec_hash": spec_hash}, fingerprint=_processes_fingerprint(status)
+        )
     missing = sessions.model_missing(ctx.conn, str(args["model"]))
     _check_port(ctx.conn, args, status)
     return Change(
@@ -450,19 +486,42 @@ def _launch_record(args: Mapping[str, Any], spec: LaunchSpec) -> dict[str, Any]:
         "env": dict(spec.env),
         "secret_env_names": sorted(spec.secret_env),
         "config_sha256": dict(spec.config_digests),
+        # detached by design: it outlives rigger, and a run interrupted while it loads leaves
+        # it "starting" here (with its identity and spec hash) for the next run to wait for
+        "detached": True,
+        "state": sessions.STARTING,
     }
 
 
 def _start(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec) -> Result:
     ctx.progress(f"launching {shlex.join(spec.argv)}")
-    record = sessions.launch(
-        ctx.conn,
-        argv=spec.argv,
-        env={**CRASH_REPORT_ENV, **spec.env, **spec.secret_env},
-        log_path=_log_path(args),
-        state_path=_state_path(args),
-        record=_launch_record(args, spec),
+    try:
+        record = sessions.launch(
+            ctx.conn,
+            argv=spec.argv,
+            env={**CRASH_REPORT_ENV, **spec.env, **spec.secret_env},
+            log_path=_log_path(args),
+            state_path=_state_path(args),
+            record=_launch_record(args, spec),
+        )
+    except KeyboardInterrupt:
+        _left_starting(ctx, args, None)
+        raise
+    data = _until_ready(ctx, args, spec, record, float(args["ready_timeout_s"]))
+    return Result(
+        changed=True,
+        msg=f"vLLM pid {record['pid']} ready in {data['ready_s']:.0f}s on {_base_url(args)}"
+        + loglines.summary(data["log_facts"]),
+        data=data,
+        warnings=tuple(loglines.warnings_for(data["log_facts"])),
     )
+
+
+def _until_ready(
+    ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec, record: Mapping[str, Any], timeout_s: float
+) -> dict[str, Any]:
+    """Wait for the recorded server to answer; stop what is left of it when it cannot. An
+    interrupt leaves it loading, detached by design: its state file says "starting"."""
     target = WaitTarget(
         pid=int(record["pid"]),
         start_time=record.get("start_time"),
@@ -470,9 +529,13 @@ def _start(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec) -> Resul
         base_url=_base_url(args),
         served_name=served_name(args),
         api_key=next(iter(spec.secret_env.values()), None),
-        timeout_s=float(args["ready_timeout_s"]),
+        timeout_s=timeout_s,
     )
-    ready = wait_ready(ctx.conn, target, ctx.progress)
+    try:
+        ready = wait_ready(ctx.conn, target, ctx.progress)
+    except KeyboardInterrupt:
+        _left_starting(ctx, args, record)
+        raise
     data = {
         **_data(args, record),
         "ready_s": round(ready.elapsed_s, 1),
@@ -493,13 +556,32 @@ def _start(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec) -> Resul
             },
         )
     sessions.record_members(ctx.conn, _state_path(args), sessions.read_status(ctx.conn, _state_path(args), ""))
-    return Result(
-        changed=True,
-        msg=f"vLLM pid {record['pid']} ready in {ready.elapsed_s:.0f}s on {_base_url(args)}"
-        + loglines.summary(ready.log_facts),
-        data=data,
-        warnings=tuple(loglines.warnings_for(ready.log_facts)),
+    return data
+
+
+def _left_starting(ctx: TaskContext, args: Mapping[str, Any], record: Mapping[str, Any] | None) -> None:
+    """For the run's ``interrupted`` event: the server this task leaves loading on purpose."""
+    which = f"vLLM pid {record['pid']}" if record else "the vLLM launched as the signal came"
+    ctx.conn.left_running.append(
+        f"{which} on port {args['port']}, still starting (detached by design; {_state_path(args)} "
+        "records it as 'starting': the next run waits for it)"
     )
+
+
+def _await_starting(
+    ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec, status: sessions.ServerStatus
+) -> Result:
+    """The server an interrupted run launched finishes loading: this run only waits (what
+    is left of ready_timeout_s, counted from the server's start); nothing is changed."""
+    assert status.record is not None
+    age = status.leader_age_s or 0.0
+    ctx.progress(f"vLLM pid {status.record['pid']} is still starting ({age:.0f}s in): waiting for it")
+    data = _until_ready(ctx, args, spec, status.record, max(1.0, float(args["ready_timeout_s"]) - age))
+    msg = (
+        f"vLLM pid {status.record['pid']} (launched by an interrupted run, same spec) ready on {_base_url(args)} "
+        f"after waiting {data['ready_s']:.0f}s, {age + data['ready_s']:.0f}s after its start"
+    )
+    return Result(changed=False, msg=msg, data=data, warnings=_warnings(args))
 
 
 def _cleanup_failed(ctx: TaskContext, args: Mapping[str, Any]) -> None:
@@ -529,6 +611,10 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
         stopped = _stop(ctx, args, status)
         return Result(changed=True, msg=stopped, diffs=change.diffs, data={"port": args["port"]})
     spec = _read_spec(ctx.conn, args)  # everything that can fail, before anything is stopped
+    record = status.record or {}
+    unfinished = status.start_unfinished and status.leader_alive
+    if change.kind == "starting" and unfinished and record.get("spec_hash") == spec.spec_hash():
+        return _await_starting(ctx, args, spec, status)
     _check_model(ctx.conn, args)
     _check_port(ctx.conn, args, status)
     _stop(ctx, args, status)

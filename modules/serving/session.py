@@ -19,6 +19,11 @@ from typing import Any
 from engine.module_api import ScopedConnection, TaskFailed
 
 PORT_POLL_S = 0.5
+# The state file's "state": written "starting" with the server's identity and spec hash
+# before the wait for readiness begins, "ready" once it answered. A run interrupted in
+# between leaves the server loading, detached by design; the next run waits for it
+# (serve_vllm) instead of taking "not answering yet" for "not healthy".
+STARTING, READY = "starting", "ready"
 
 
 @dataclass(frozen=True)
@@ -30,10 +35,22 @@ class ServerStatus:
     session: tuple[Mapping[str, Any], ...]
     health_status: int | None
     health_error: str | None
+    leader_age_s: float | None = None  # seconds since the recorded leader started
 
     @property
     def healthy(self) -> bool:
         return self.leader_alive and self.health_status == 200
+
+    @property
+    def start_unfinished(self) -> bool:
+        """Recorded as "starting": the run that launched it never saw it ready (it was
+        interrupted, or is the one asking)."""
+        return self.record is not None and self.record.get("state") == STARTING
+
+    @property
+    def starting(self) -> bool:
+        """Still loading: recorded as "starting", running, not answering yet."""
+        return self.start_unfinished and self.leader_alive and not self.healthy
 
     @property
     def session_pids(self) -> tuple[int, ...]:
@@ -45,12 +62,17 @@ class ServerStatus:
         pid = self.record.get("pid")
         if self.healthy:
             return f"pid {pid} running and healthy"
+        unfinished = " (its start was interrupted before it was ready)" if self.start_unfinished else ""
+        if self.starting:
+            age = f" for {self.leader_age_s:.0f}s" if self.leader_age_s is not None else ""
+            why = self.health_error or f"/health answered {self.health_status}"
+            return f"pid {pid} still starting{age}, not answering yet ({why}){unfinished}"
         if self.leader_alive:
             why = self.health_error or f"/health answered {self.health_status}"
             return f"pid {pid} running but not healthy ({why})"
         if self.session:
-            return f"pid {pid} is gone, {len(self.session)} orphaned process(es) of its session left"
-        return f"pid {pid} is not running"
+            return f"pid {pid} is gone, {len(self.session)} orphaned process(es) of its session left{unfinished}"
+        return f"pid {pid} is not running{unfinished}"
 
 
 def read_status(conn: ScopedConnection, state_path: str, health_url: str) -> ServerStatus:
@@ -66,16 +88,18 @@ def read_status(conn: ScopedConnection, state_path: str, health_url: str) -> Ser
         session=tuple(answer["session"]),
         health_status=answer.get("health_status"),
         health_error=answer.get("health_error"),
+        leader_age_s=answer.get("leader_age_s"),
     )
 
 
 def record_members(conn: ScopedConnection, state_path: str, status: ServerStatus) -> None:
     """Add to the state file the identities of the server's processes running now, so they
-    are still known as ours when their parent is gone (orphans carry no other proof)."""
+    are still known as ours when their parent is gone (orphans carry no other proof), and
+    mark it ready (called once the server answered)."""
     if status.record is None or not status.leader_alive:
         return
     members = [{"pid": int(p["pid"]), "start_time": int(p["start_time"])} for p in status.session]
-    record = {**dict(status.record), "members": members}
+    record = {**dict(status.record), "members": members, "state": READY}
     conn.write_file(state_path, json.dumps(record, indent=2, sort_keys=True).encode(), mode=0o600)
 
 

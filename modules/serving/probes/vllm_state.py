@@ -7,7 +7,9 @@ the process rigger started: same start time, same boot, not a zombie), ``session
 vLLM processes rigger can prove are its server's, by identity: the recorded leader and
 members and their descendants, orphans included; see ``recorded_tree``: never by session
 id), ``health_status`` (HTTP status of /health, or None), ``health_error``,
-``state_error`` (the state file exists but cannot be read).
+``state_error`` (the state file exists but cannot be read), ``leader_age_s`` (seconds since
+the recorded leader started, from its start time in /proc: how long a server recorded as
+"starting" has been loading, whoever waited for it).
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
     from engine.probes._call import call
 
-USES = ("recorded_tree", "vllm_http", "fileio")
+USES = ("recorded_tree", "vllm_http", "fileio", "procs")
 
 import base64
 import json
 import os
 import re
+import time
 
 
 def read_record(state_path: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -60,16 +63,28 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         "session": [],
         "health_status": None,
         "health_error": None,
+        "leader_age_s": None,
     }
     if record is None:
         return answer
     answer["session"] = session_members(record)
     answer["leader_alive"] = leader_alive(record, answer["session"])
+    if answer["leader_alive"]:
+        answer["leader_age_s"] = age_s(int(record["start_time"]))
     if answer["leader_alive"] and args.get("health_url"):
         health = ask_health(args["health_url"], float(args.get("timeout_s", 5)))
         answer["health_status"] = health["status"]
         answer["health_error"] = health["error"]
     return answer
+
+
+def age_s(start_ticks: int) -> float | None:
+    """Seconds since a process started (its start time counts clock ticks since boot)."""
+    clock = call("procs", {"pids": []})
+    if not clock.get("boot_time") or not clock.get("clock_ticks"):
+        return None
+    started = float(clock["boot_time"]) + start_ticks / float(clock["clock_ticks"])
+    return round(max(0.0, time.time() - started), 1)
 
 
 def ask_health(url: str, timeout_s: float, attempts: int = 3) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 from child_processes import wait_for_child
 from isolated_home import own_run_lock
 
@@ -192,17 +193,19 @@ def test_between_rounds_a_persons_run_gets_the_lock_and_sigterm_stops_cleanly(ri
     assert _events(state)[-1]["event"] == "stopped"
 
 
-def test_sigterm_during_a_repair_ends_its_command_and_leaves_no_process_or_lock(rigger, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_stop_signal_during_a_repair_ends_its_command_and_leaves_no_process_or_lock(rigger, tmp_path, signum):
     slow = "    - name: slow repair\n      command: sleep 300\n"
     book = _playbook(tmp_path, heal="[write_file, command]", extra_task=slow)
     inventory, state = _inventory(tmp_path, 1), tmp_path / "state"
     proc = _start_watch(tmp_path, book, inventory, state, "--interval", "0")
     _wait_for_event(state, "repair")
     sleeper = wait_for_child(psutil.Process(proc.pid), "sleep")
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signum)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 99, out + err
     assert "Traceback" not in err, err
+    assert [e["signal"] for e in _events(state) if e["event"] == "interrupted"] == [signum.name]
     assert not (psutil.pid_exists(sleeper.pid) and sleeper.status() != psutil.STATUS_ZOMBIE), out + err
     assert [e["event"] for e in _events(state)][-1] == "stopped", out + err
     other = tmp_path / "other.yml"  # a person's run right after: the run lock is free
