@@ -90,11 +90,50 @@ def _check_path(path: str) -> None:
         raise Refused(f"refusing a relative path: {path!r} (give an absolute path)")
 
 
+def hardlink_suspect(st: os.stat_result, directory: os.stat_result, acting_uid: int | None = None) -> bool:
+    """A hard link that says nothing about who put it here: not a directory, more than one
+    link, and an owner other than the directory's owner (or than ``acting_uid``, the user a
+    module acts for). With fs.protected_hardlinks=0 any user can link root's file into its
+    own directory; such an entry is never chowned, chmodded, truncated, appended to, read
+    for a module or trusted as a link (systemd-tmpfiles refuses the same)."""
+    if stat.S_ISDIR(st.st_mode) or st.st_nlink <= 1:
+        return False
+    return st.st_uid != directory.st_uid or (acting_uid is not None and st.st_uid != acting_uid)
+
+
+def hardlink_refusal(what: str, st: os.stat_result, directory: os.stat_result, acting_uid: int | None = None) -> None:
+    if hardlink_suspect(st, directory, acting_uid):
+        owner = directory.st_uid if st.st_uid != directory.st_uid else acting_uid
+        raise Refused(
+            f"refusing {what}: it is a hard link ({st.st_nlink} links) to a file of uid {st.st_uid} in a "
+            f"place of uid {owner}; rigger does not change, read or trust it (remove the link or name the "
+            "original)"
+        )
+
+
 def trusted_link(link: os.stat_result, directory: os.stat_result) -> bool:
     """Root's links, the writer's own, and (for a writer other than root) the directory
-    owner's: the kernel's protected_symlinks question, asked of every component."""
+    owner's: the kernel's protected_symlinks question, asked of every component. A symlink
+    hard-linked into another owner's directory is nobody's statement there: not trusted."""
+    if hardlink_suspect(link, directory):
+        return False
     euid = os.geteuid()
     return link.st_uid in (0, euid) or (euid != 0 and link.st_uid == directory.st_uid)
+
+
+def _delete_link_check(link: os.stat_result, directory: os.stat_result, where: str, real: list[str]) -> None:
+    """A delete takes no link another user controls and no /proc link (another process's,
+    maybe another namespace's, view of the filesystem) on the way to what it removes."""
+    if real[:1] == ["proc"]:
+        raise Refused(
+            f"refusing {where}: it is a /proc magic link (a process's view of the filesystem); rigger removes "
+            "nothing reached through it (name the real path)"
+        )
+    if not trusted_link(link, directory):
+        raise Refused(
+            f"refusing {where}: it is a symlink owned by uid {link.st_uid}, not by root or uid {os.geteuid()}; "
+            "rigger removes nothing reached through another user's link (name the real path)"
+        )
 
 
 # After a link another user made, the walk is confined to that user's own files: the
@@ -138,7 +177,16 @@ def open_dir(path: str, create: bool = False, mode: int = 0o777) -> tuple[int, s
     return fd, real
 
 
-def _walk_dir(path: str, create: bool, mode: int, confined: Confined) -> tuple[int, str, Confined]:
+def open_dir_for_delete(path: str) -> tuple[int, str]:
+    """(descriptor, real path) of the directory ``path`` names, by the same walk, where any
+    link another user controls, or a /proc link, on the way is refused (not confined)."""
+    fd, real, _ = _walk_dir(path, False, 0o777, None, strict=True)
+    return fd, real
+
+
+def _walk_dir(
+    path: str, create: bool, mode: int, confined: Confined, strict: bool = False
+) -> tuple[int, str, Confined]:
     _check_path(path)
     pending = [part for part in path.split("/") if part][::-1]
     fd, hops = os.open("/", _DIR_FLAGS), 0
@@ -168,6 +216,8 @@ def _walk_dir(path: str, create: bool, mode: int, confined: Confined) -> tuple[i
                 hops += 1
                 if hops > MAX_LINK_HOPS:
                     raise Refused(f"refusing {path}: more than {MAX_LINK_HOPS} symlinks on the way")
+                if strict:
+                    _delete_link_check(st, os.fstat(fd), where, real)
                 confined = _confine(st, os.fstat(fd), where, confined)
                 target = os.readlink(part, dir_fd=fd)
                 if target.startswith("/"):
@@ -447,6 +497,21 @@ def write_refusal(path: str) -> str | None:
     return None
 
 
+def delete_parent(directory: str) -> dict[str, Any]:
+    """The delete judgement's walk of the directory a removed object sits in: ``real`` (its
+    real path, None when missing), ``uid`` (its owner) and ``refusal``."""
+    try:
+        fd, real = open_dir_for_delete(directory)
+    except Refused as exc:
+        return {"real": None, "uid": None, "refusal": str(exc)}
+    except (FileNotFoundError, NotADirectoryError):
+        return {"real": None, "uid": None, "refusal": None}
+    try:
+        return {"real": real, "uid": os.fstat(fd).st_uid, "refusal": None}
+    finally:
+        os.close(fd)
+
+
 def make_dirs(path: str, mode: int = 0o777) -> str:
     """Create the directory and its missing parents (walked as above); its real path."""
     fd, real = open_dir(path, create=True, mode=mode)
@@ -605,6 +670,10 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         return {"entries": entries}
     if op == "judge_write":
         return {"refusal": write_refusal(path)}
+    if op == "judge_delete":
+        return delete_parent(path)
+    if op == "open_delete_dir":
+        return {"fd": open_dir_for_delete(path)[0]}
     if op == "follow":
         try:
             return {"real": follow_final(path), "refusal": None}
