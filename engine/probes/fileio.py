@@ -131,8 +131,8 @@ def _delete_link_check(link: os.stat_result, directory: os.stat_result, where: s
         )
     if not trusted_link(link, directory):
         raise Refused(
-            f"refusing {where}: it is a symlink owned by uid {link.st_uid}, not by root or uid {os.geteuid()}; "
-            "rigger removes nothing reached through another user's link (name the real path)"
+            f"refusing {where}: it is a symlink owned by uid {link_controller(link, directory)}, not by root or uid "
+            f"{os.geteuid()}; rigger removes nothing reached through another user's link (name the real path)"
         )
 
 
@@ -143,12 +143,19 @@ def _delete_link_check(link: os.stat_result, directory: os.stat_result, where: s
 Confined = tuple[int, str] | None  # (the link owner's uid, the link), or None
 
 
+def link_controller(link: os.stat_result, directory: os.stat_result) -> int:
+    """Who decides where a symlink leads: its owner, or the directory's owner for a symlink
+    hard-linked into that directory (anyone's link can be linked there)."""
+    return directory.st_uid if hardlink_suspect(link, directory) else link.st_uid
+
+
 def _confine(link: os.stat_result, directory: os.stat_result, where: str, confined: Confined) -> Confined:
     if trusted_link(link, directory):
         return confined
-    if confined is not None and confined[0] != link.st_uid:
-        raise Refused(_escape(confined, where, link.st_uid))
-    return (link.st_uid, where) if confined is None else confined
+    controller = link_controller(link, directory)
+    if confined is not None and confined[0] != controller:
+        raise Refused(_escape(confined, where, controller))
+    return (controller, where) if confined is None else confined
 
 
 def _escape(confined: tuple[int, str], where: str, owner: int) -> str:
@@ -325,7 +332,8 @@ def _kind(mode: int) -> str:
 
 
 def read_bytes(path: str, max_bytes: int = MAX_READ_BYTES) -> bytes | None:
-    """The content of the regular file ``path`` (None: absent), at most ``max_bytes``."""
+    """The content of the regular file ``path`` (None: absent), at most ``max_bytes``;
+    another owner's hard link in a directory is not trusted (``hardlink_suspect``)."""
     try:
         fd, _, name, st = _resolve_final(path, follow=True)
     except FileNotFoundError:
@@ -335,6 +343,7 @@ def read_bytes(path: str, max_bytes: int = MAX_READ_BYTES) -> bytes | None:
             return None
         if not stat.S_ISREG(st.st_mode):
             raise Refused(f"refusing to read {path}: it is {_kind(st.st_mode)}, not a regular file")
+        hardlink_refusal(f"to read {path}", st, os.fstat(fd))
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
         file_fd = os.open(name, flags, dir_fd=fd)
     finally:
@@ -443,6 +452,8 @@ def write_atomic(
             raise IsADirectoryError(errno.EISDIR, f"{real.rstrip('/')}/{name} is a directory")
         if existing is not None and not stat.S_ISREG(existing.st_mode):
             existing = None  # a link (not followed) or special file is replaced, its owner not kept
+        if existing is not None:  # its owner and mode would be kept: not another owner's hard link
+            hardlink_refusal(f"to replace {real.rstrip('/')}/{name}", existing, os.fstat(dir_fd))
         _remove_stale_temps(dir_fd, name, {os.geteuid()} | ({existing.st_uid} if existing else set()))
         current = like or existing
         tmp = temp_name(name)
@@ -598,16 +609,23 @@ def _chmod_same(fd: int, name: str, st: os.stat_result, mode: int) -> None:
 def set_attrs(path: str, uid: int, gid: int, mode_of: Any, recurse: bool) -> None:
     """Owner/group (-1: keep) and mode (``mode_of(current, is_dir)``, None: keep) of the
     path itself (a link: the link), and with ``recurse`` of everything under a directory:
-    the whole tree is walked first, so a tree over the bounds or holding a mount point is
-    refused before anything changes."""
+    the whole tree is walked first, so a tree over the bounds, holding a mount point or a
+    hard link of another owner's file (``hardlink_suspect``, acting for ``uid`` when an
+    owner is asked) is refused before anything changes."""
     if path.startswith("/") and not path.strip("/"):
         raise Refused(f"refusing to change the owner or mode of {path!r}: it is the root directory /")
+    acting = None if uid == -1 else uid
     fd, real, name, st = _resolve_final(path.rstrip("/"), follow=False)
     try:
         if st is None:
             raise FileNotFoundError(errno.ENOENT, f"{path} does not exist")
         top = f"{real.rstrip('/')}/{name}"
+        hardlink_refusal(f"to change the owner or mode of {top}", st, os.fstat(fd), acting)
         inside = list(walk_tree(top)) if recurse and stat.S_ISDIR(st.st_mode) else []
+        dirs = {"": st, **{rel: child for rel, child in inside if stat.S_ISDIR(child.st_mode)}}
+        for rel, child in inside:
+            where = f"to change the owner or mode of {top}/{rel}"
+            hardlink_refusal(where, child, dirs[rel.rpartition("/")[0]], acting)
         _set_attrs(fd, name, st, uid, gid, mode_of)
     finally:
         os.close(fd)
@@ -624,15 +642,31 @@ def open_append(path: str, mode: int = 0o640) -> int:
     (a dangling link there is refused, not used to create its target)."""
     fd, _, name = open_parent(path)
     try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC
         try:
-            return os.open(name, flags, mode, dir_fd=fd)
+            log_fd = os.open(name, flags, mode, dir_fd=fd)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise Refused(f"refusing {path}: it is a symlink; rigger does not write through it") from None
             raise
+        try:
+            _check_writable_file(log_fd, fd, f"to append to {path}")
+        except BaseException:
+            os.close(log_fd)
+            raise
+        return log_fd
     finally:
         os.close(fd)
+
+
+def _check_writable_file(file_fd: int, dir_fd: int, what: str) -> None:
+    """An opened file rigger is about to write in place: a regular file (a FIFO or a
+    device is refused: the open was non-blocking), not another owner's hard link."""
+    st = os.fstat(file_fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise Refused(f"refusing {what}: it is {_kind(st.st_mode)}, not a regular file")
+    hardlink_refusal(what, st, os.fstat(dir_fd))
+    os.set_blocking(file_fd, True)
 
 
 def rename_within(path: str, new_name: str) -> bool:
