@@ -400,6 +400,140 @@ def walk_tree(
         os.close(fd)
 
 
+# -- rigger's own state ------------------------------------------------------------------
+# The controller's state directory ($RIGGER_STATE_DIR, ~/.local/state/rigger), the run
+# lock's, and every file in them: the baselines store, quarantine.json, watch's files.
+
+
+def _others_may_replace(st: os.stat_result) -> bool:
+    """Others may write in the directory and it is not sticky: they can rename its entries."""
+    return bool(st.st_mode & 0o022) and not st.st_mode & stat.S_ISVTX
+
+
+def _check_state_ancestors(real: str) -> None:
+    """Every directory above a state directory belongs to root or this user and lets no
+    one else rename its entries, so the real path stays what was checked (SQLite opens
+    the store by that path)."""
+    fd = os.open("/", _DIR_FLAGS)
+    try:
+        parts = [part for part in real.split("/") if part][:-1]
+        for index in range(len(parts) + 1):
+            st, where = os.fstat(fd), "/" + "/".join(parts[:index])
+            if st.st_uid not in (0, os.geteuid()) or _others_may_replace(st):
+                raise Refused(
+                    f"refusing the state directory {real}: {where} above it belongs to uid {st.st_uid} "
+                    f"(mode {stat.S_IMODE(st.st_mode):04o}), who could move it; keep rigger's state under "
+                    "directories of root's or your own (set RIGGER_STATE_DIR)"
+                )
+            if index < len(parts):
+                fd = _swap(fd, os.open(parts[index], _DIR_FLAGS, dir_fd=fd))
+    finally:
+        os.close(fd)
+
+
+def open_state_dir(path: str, create: bool = True) -> tuple[int, str]:
+    """(descriptor, real path) of a state directory, walked as above and made 0700 when
+    missing. Refused when another user owns it (it was there first), when others may
+    write in it and it is not sticky (nobody but its user may replace what rigger keeps
+    there), or when a directory above it is neither root's nor this user's. A sticky one
+    (/tmp, a shared lock directory) is accepted: others cannot rename or remove rigger's
+    entries there, and each state file must be rigger's own."""
+    fd, real = open_dir(path, create=create, mode=0o700)
+    try:
+        _check_state_ancestors(real)
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid():
+            raise Refused(
+                f"refusing the state directory {real}: it belongs to uid {st.st_uid}, not to uid {os.geteuid()} "
+                "who runs rigger (remove it, or set RIGGER_STATE_DIR to a directory of your own)"
+            )
+        if _others_may_replace(st):
+            raise Refused(
+                f"refusing the state directory {real}: others may write in it (mode "
+                f"{stat.S_IMODE(st.st_mode):04o}); chmod go-w it, or set RIGGER_STATE_DIR to a directory of your own"
+            )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, real
+
+
+def open_state_file(dir_fd: int, name: str, flags: int, where: str) -> int:
+    """A descriptor of the state file ``name`` in an opened state directory: never through
+    a link, non-blocking (a FIFO is refused, never waited on), a regular file of this user
+    with no other hard link (stricter than ``hardlink_suspect``: in a sticky shared
+    directory another user can hard-link root's file under the lock's name)."""
+    flags |= os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Refused(f"refusing the state file {where}: it is a symlink; rigger never follows one there") from None
+        if exc.errno == errno.ENXIO:  # a FIFO without a reader, a device without its driver
+            kind = _kind(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+            raise Refused(f"refusing the state file {where}: it is {kind}, not a regular file") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused(f"refusing the state file {where}: it is {_kind(st.st_mode)}, not a regular file")
+        if st.st_uid != os.geteuid():
+            raise Refused(f"refusing the state file {where}: it belongs to uid {st.st_uid}, not to uid {os.geteuid()}")
+        if st.st_nlink != 1:  # rigger never links its state files: a link is somebody's trap
+            raise Refused(
+                f"refusing the state file {where}: it has {st.st_nlink} hard links; rigger's state files have one "
+                "(remove it)"
+            )
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_state(path: str, max_bytes: int = 16 << 20) -> bytes | None:
+    """The content of a state file (None: it or its directory is absent), by the rules above."""
+    directory, name = split_final(path)
+    try:
+        dir_fd, real = open_state_dir(directory, create=False)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fd = open_state_file(dir_fd, name, os.O_RDONLY, f"{real.rstrip('/')}/{name}")
+        except FileNotFoundError:
+            return None
+    finally:
+        os.close(dir_fd)
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise Refused(f"refusing the state file {path}: it holds more than the limit of {max_bytes} bytes")
+    return data
+
+
+def write_state(path: str, data: bytes) -> None:
+    """Replace a state file atomically (0600) in its state directory, made 0700 if missing."""
+    directory, name = split_final(path)
+    dir_fd, real = open_state_dir(directory)
+    try:
+        with contextlib.suppress(FileNotFoundError):  # what is there must be rigger's own, as for a read
+            os.close(open_state_file(dir_fd, name, os.O_RDONLY, f"{real.rstrip('/')}/{name}"))
+    finally:
+        os.close(dir_fd)
+    write_atomic(f"{real.rstrip('/')}/{name}", data, 0o600)
+
+
+def open_state_append(path: str) -> int:
+    """A descriptor appending to a state file (a journal), created 0600 if absent."""
+    directory, name = split_final(path)
+    dir_fd, real = open_state_dir(directory)
+    try:
+        return open_state_file(dir_fd, name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, f"{real.rstrip('/')}/{name}")
+    finally:
+        os.close(dir_fd)
+
+
 # -- writing -----------------------------------------------------------------------------
 
 
