@@ -674,6 +674,8 @@ def touch(path: str, update_times: bool) -> None:
             )
         except FileExistsError:
             if update_times:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                hardlink_refusal(f"to touch {path}", st, os.fstat(fd))
                 os.utime(name, dir_fd=fd, follow_symlinks=False)
     finally:
         os.close(fd)

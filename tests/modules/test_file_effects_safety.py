@@ -500,6 +500,7 @@ outcomes = {
     "blockinfile owner": converge("blockinfile", {"path": "/srv/tmp/x", "block": "more", "owner": u}),
     "lineinfile in u's dir": converge("lineinfile", {"path": "/srv/u/secret", "line": "more"}),
     "through the linked symlink": converge("copy", {"dest": "/srv/u/cfg/secret", "content": "pwned\\n"}),
+    "touch": converge("file", {"path": "/srv/u/secret", "state": "touch"}),
     "u's own hard link": converge("file", {"path": "/srv/u/own2", "mode": "0600"}),
 }
 result = {"outcomes": outcomes}
