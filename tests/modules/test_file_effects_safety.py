@@ -470,13 +470,14 @@ os.link("/srv/rootlink", "/srv/u/cfg", follow_symlinks=False)  # a root-owned sy
 write("/srv/u/own", "mine\\n")
 os.chown("/srv/u/own", 4243, 4243)
 os.link("/srv/u/own", "/srv/u/own2")  # u's own hard link: u's business
+os.utime("/srv/root/secret", (1000, 1000))
 """
 
 
 def _secret_state():
     return """
 st = os.stat("/srv/root/secret")
-result["secret"] = [st.st_uid, oct(st.st_mode & 0o7777), open("/srv/root/secret").read()]
+result["secret"] = [st.st_uid, oct(st.st_mode & 0o7777), open("/srv/root/secret").read(), st.st_mtime]
 result["copies"] = sorted(
     p for p in tree("/srv") if os.path.isfile(p) and not os.path.islink(p)
     and os.stat(p).st_uid == 4243 and "root secret" in open(p).read())
@@ -514,5 +515,5 @@ result = {"outcomes": outcomes}
             continue
         assert outcome["status"] == "failed", (case, outcome)
         assert "hard link" in outcome["msg"] or "symlink owned by" in outcome["msg"], (case, outcome)
-    assert result["secret"] == [0, "0o600", "root secret\n"]
+    assert result["secret"] == [0, "0o600", "root secret\n", 1000.0]
     assert result["copies"] == []
