@@ -436,13 +436,15 @@ def open_state_dir(path: str, create: bool = True) -> tuple[int, str]:
     missing. Refused when another user owns it (it was there first), when others may
     write in it and it is not sticky (nobody but its user may replace what rigger keeps
     there), or when a directory above it is neither root's nor this user's. A sticky one
-    (/tmp, a shared lock directory) is accepted: others cannot rename or remove rigger's
-    entries there, and each state file must be rigger's own."""
+    of root's or this user's (/tmp, the shared lock directory every login user of a host
+    locks in) is accepted: others cannot rename or remove rigger's entries there, and each
+    state file must be rigger's own."""
     fd, real = open_dir(path, create=create, mode=0o700)
     try:
         _check_state_ancestors(real)
         st = os.fstat(fd)
-        if st.st_uid != os.geteuid():
+        shared = bool(st.st_mode & stat.S_ISVTX) and st.st_uid == 0  # /tmp-like: root's, sticky
+        if st.st_uid != os.geteuid() and not shared:
             raise Refused(
                 f"refusing the state directory {real}: it belongs to uid {st.st_uid}, not to uid {os.geteuid()} "
                 "who runs rigger (remove it, or set RIGGER_STATE_DIR to a directory of your own)"

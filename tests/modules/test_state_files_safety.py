@@ -143,3 +143,31 @@ result = {"out": out, "cli": [cli.returncode, cli.stdout, cli.stderr],
     code, _, stderr = result["cli"]
     assert code == 5 and "FIFO" in stderr and "Traceback" not in stderr, result["cli"]
     assert result["precious"] == "root's data\n"
+
+
+def test_login_users_lock_in_roots_shared_sticky_directory_but_not_in_another_users():
+    """The run lock of every login user of a host lives in one $RIGGER_STATE_DIR: root's
+    sticky directory works for `nobody`; a directory another user made does not. Real: the
+    host-side lock code run by the system python as uid 65534."""
+    result = run_in_decoy_namespace(
+        SETUP
+        + """
+os.makedirs("/srv/shared")
+os.chmod("/srv/shared", 0o1777)
+as_user_dir("/srv/u/state")
+code = ("import json; from engine.runlock import lockfile; "
+        "answer = lockfile.acquire({'path': sys.argv[1] + '/run-{uid}.lock', 'record': {}}); "
+        "print(json.dumps({k: answer.get(k) for k in ('acquired', 'refused')}))")
+def as_nobody(directory):
+    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
+                           "-c", "import sys; " + code, directory], capture_output=True, text=True, timeout=20,
+                          env={"PYTHONPATH": os.getcwd()})
+    return json.loads(done.stdout) if done.returncode == 0 else {"rc": done.returncode, "err": done.stderr[-500:]}
+result = {"shared": as_nobody("/srv/shared"), "users": as_nobody("/srv/u/state"),
+          "lock": oct(os.stat("/srv/shared/run-65534.lock").st_mode & 0o777)
+          if os.path.exists("/srv/shared/run-65534.lock") else None}
+"""
+    )
+    assert result["shared"] == {"acquired": True, "refused": None}, result
+    assert result["lock"] == "0o600"
+    assert result["users"]["acquired"] is False and "belongs to uid 4243" in result["users"]["refused"], result
