@@ -405,9 +405,10 @@ def walk_tree(
 # lock's, and every file in them: the baselines store, quarantine.json, watch's files.
 
 
-def _others_may_replace(st: os.stat_result) -> bool:
-    """Others may write in the directory and it is not sticky: they can rename its entries."""
-    return bool(st.st_mode & 0o022) and not st.st_mode & stat.S_ISVTX
+def _others_may_replace(st: os.stat_result, bits: int = 0o022) -> bool:
+    """Others (``bits``: group and world, or world only) may write in the directory and it
+    is not sticky: they can rename its entries."""
+    return bool(st.st_mode & bits) and not st.st_mode & stat.S_ISVTX
 
 
 def _check_state_ancestors(real: str) -> None:
@@ -419,7 +420,8 @@ def _check_state_ancestors(real: str) -> None:
         parts = [part for part in real.split("/") if part][:-1]
         for index in range(len(parts) + 1):
             st, where = os.fstat(fd), "/" + "/".join(parts[:index])
-            if st.st_uid not in (0, os.geteuid()) or _others_may_replace(st):
+            # world-writable only: a home shared with the user's private group (0775) is common
+            if st.st_uid not in (0, os.geteuid()) or _others_may_replace(st, 0o002):
                 raise Refused(
                     f"refusing the state directory {real}: {where} above it belongs to uid {st.st_uid} "
                     f"(mode {stat.S_IMODE(st.st_mode):04o}), who could move it; keep rigger's state under "
