@@ -35,6 +35,9 @@ EVERY_PROCESS = [
     "..",
     r".{3}",
     r"(?s:.)+",
+    "(?!x).",
+    r"\w+\s*",
+    "(?:vllm)?.",
 ]
 NAMED = ["vllm serve", "python.*vllm.*serve", r"^python3? -m vllm", "[vV]llm", r"\bray::", "sshd?-vllm", "ab|cd"]
 
