@@ -1,4 +1,4 @@
-"""What every module argument must be, whatever the module's schema says; and the schema
+r"""What every module argument must be, whatever the module's schema says; and the schema
 keywords rigger adds to JSON Schema.
 
 Every string in a module's arguments (keys and values, nested included) is refused, naming
@@ -12,12 +12,18 @@ Keywords (unknown to JSON Schema, so they are ours):
 
 - ``"killPattern": true`` on a string: a regex that selects processes to signal. It must
   compile, and must not match the empty string nor every process (a stray ``|``, ``.*``,
-  ``x?``, ``.``): such a pattern would end every process on the host.
+  ``x?``, ``.``): such a pattern would end every process on the host. "Every process" is
+  decided from the pattern's parse, not by trying names: an alternative that is one
+  character class, repeated or not, with only anchors or lookaheads beside it (``s`` in
+  ``vllm|s``, ``\w+``, ``.``, ``[^x]*``, ``(?=.)``, ``^\S``) matches nearly every process.
 
+User regexes are matched through ``engine.userregex.UserRegex``, with a bound on the
+text and on the time (that module says which and why).
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections import deque
 from collections.abc import Iterator, Mapping
@@ -25,26 +31,84 @@ from typing import Any
 
 import jsonschema
 
+from engine.userregex import compile_bounded
+
 MAX_STRING = 1 << 20  # 1 MiB: a file's content fits; nothing else in a task comes close
 
-# Command lines and names unrelated to one another: a pattern matching all of them matches
-# any process (``.``, ``\S``, ``[\s\S]``, ``\w|\W``, ``(?=.)``).
-_EVERY_PROCESS = ("init", "/usr/sbin/sshd -D", "bash", "Z", "0", "-", "_", "/", "\N{SNOWMAN}", " ")
+_SRE = importlib.import_module("re._parser")  # the parse re itself compiles from
+_ONE_CHAR = {"LITERAL", "NOT_LITERAL", "ANY", "IN"}
+_REPEATS = {"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"}
+# Anchors, \b and lookarounds take no character: they are left out, and what is left
+# matches wherever the pattern does, and maybe more (a refusal too many: the safe side).
+_ZERO_WIDTH = {"AT", "ASSERT", "ASSERT_NOT"}
+
+
+def _one_class(items: Any) -> bool:
+    r"""Is this sequence, less its anchors and lookarounds, one character class (a literal,
+    ``.``, ``[...]``, ``\w``), repeated or not, or a group or alternation holding one?"""
+    # what may match nothing (`x?`, `[^x]*`) can be left out: the rest still matches
+    rest = [(str(op), av) for op, av in items if str(op) not in _ZERO_WIDTH and not _optional(str(op), av)]
+    if not rest:
+        return any(str(op) == "ASSERT" and _one_class(av[1]) for op, av in items)
+    if all(_broad(op, av) for op, av in rest):  # `..`, `\S\S+`, `.{3}`: classes only, no name
+        return True
+    if len(rest) != 1:
+        return False
+    op, av = rest[0]
+    if op in _ONE_CHAR:
+        return True
+    if op in _REPEATS:
+        return av[0] <= 1 and _one_class(av[2])
+    if op == "SUBPATTERN":
+        return _one_class(av[-1])
+    if op == "ATOMIC_GROUP":
+        return _one_class(av)
+    if op == "BRANCH":
+        return any(_one_class(branch) for branch in av[1])
+    return False
+
+
+def _optional(op: str, av: Any) -> bool:
+    return op in _REPEATS and av[0] == 0
+
+
+def _broad(op: str, av: Any) -> bool:
+    r"""A class of more than a few spelled characters (``.``, ``[^x]``, ``\w``, ``[a-z]``),
+    or a repeat or group of only such."""
+    if op in ("ANY", "NOT_LITERAL"):
+        return True
+    if op == "IN":
+        return any(str(kind) != "LITERAL" for kind, _ in av)
+    if op in _REPEATS:
+        return all(_broad(str(o), a) for o, a in av[2])
+    if op == "SUBPATTERN":
+        return all(_broad(str(o), a) for o, a in av[-1])
+    return False
+
+
+def matches_every_process(pattern: str) -> bool:
+    r"""Decided from the pattern: an alternative that is one character class, repeated or
+    not (``vllm|s``, ``\w+``, ``.``, ``[^x]*``), finds a match in nearly every command line."""
+    return _one_class(_SRE.parse(pattern))
 
 
 def kill_pattern_problem(pattern: str) -> str | None:
     """Why ``pattern`` may not select processes to signal, or None."""
     try:
         compiled = re.compile(pattern)
-    except re.error as exc:
+        compile_bounded(pattern)
+    except (re.error, ValueError) as exc:
         return f"invalid regex {pattern!r}: {exc}"
     if compiled.search("") is not None:
         return (
             f"regex {pattern!r} matches the empty string, so it matches every process on the host "
             "(a stray '|' or a '*' or '?' on everything): anchor it to what you mean"
         )
-    if all(compiled.search(sample) for sample in _EVERY_PROCESS):
-        return f"regex {pattern!r} matches every process on the host: make it name what you mean"
+    if matches_every_process(pattern):
+        return (
+            f"regex {pattern!r} matches every process on the host (one of its alternatives is a single "
+            "character or character class): make it name what you mean"
+        )
     return None
 
 

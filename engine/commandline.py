@@ -23,7 +23,7 @@ END_OF_OPTIONS = "--"
 
 # Debian policy 5.6.1 (lowercase letters, digits, + - .; two or more, starting alphanumeric),
 # with apt's :arch qualifier, then =version or /release.
-APT_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(:[a-z0-9-]+)?(=[A-Za-z0-9.+~:_-]+|/[A-Za-z0-9.+~_-]+)?$")
+APT_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(:[a-z0-9-]+)?(=[A-Za-z0-9.+~:_-]+|/[A-Za-z0-9.+~_-]+)?\Z")
 # A PEP 508 requirement: a name (with [extras]), then version specifiers, a URL (@ ...) or
 # markers (; ...). Paths and URLs pip also takes are allowed, as long as they are not options.
 PIP_REQUIREMENT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._, -]*\])?|[./~]|[a-z+]+://)")

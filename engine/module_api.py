@@ -43,6 +43,7 @@ from engine.facts import FactSource, prefixed
 from engine.keypaths import keypath_diff, same_value
 from engine.probes import ProbeError
 from engine.run.batches import batch_size, batches
+from engine.userregex import UserRegex
 
 __all__ = [
     "APT_PACKAGE",
@@ -67,6 +68,7 @@ __all__ = [
     "TaskFailed",
     "TemplateError",
     "Unchanged",
+    "UserRegex",
     "Verdict",
     "WriteRefused",
     "Writes",

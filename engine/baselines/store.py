@@ -14,7 +14,7 @@ from typing import Any
 
 from engine import mask
 from engine.errors import RiggerError
-from engine.probes.fileio import make_dirs, write_atomic
+from engine.probes.fileio import open_state_dir, open_state_file, write_state
 from engine.runlock import STATE_DIR_ENV
 
 DEFAULT_DIR = "~/.local/state/rigger"
@@ -108,11 +108,45 @@ class BaselineStore:
 
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
+        with self._verified_path() as (verified, identity):
+            try:
+                db = sqlite3.connect(verified, timeout=BUSY_TIMEOUT_S)
+            except sqlite3.Error as exc:
+                raise BaselineStoreError(f"baseline store {self.path}: {exc}") from None
+            named = os.stat(verified, follow_symlinks=False)
+            if (named.st_dev, named.st_ino) != identity:
+                db.close()
+                raise BaselineStoreError(f"baseline store {self.path}: it was replaced while being opened")
+            yield from self._schema_and_transaction(db)
+
+    @contextmanager
+    def _verified_path(self) -> Iterator[tuple[str, tuple[int, int]]]:
+        """A path SQLite opens that can only be the file rigger checked: the state
+        directory opened by the one walk (made 0700; refused when another user's, or when a
+        directory above it is neither root's nor ours, so nobody else can move the path),
+        the file created or opened there without following a link and non-blocking (a
+        FIFO is refused), regular and ours. SQLite gets that real path (it turns
+        /proc/self/fd/N back into a path by itself), and after it opened it the name must
+        still be the checked file."""
+        name = self.path.name
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
-        except (OSError, sqlite3.Error) as exc:
+            dir_fd, real = open_state_dir(os.path.abspath(self.path.parent))
+        except OSError as exc:
             raise BaselineStoreError(f"baseline store {self.path}: {exc}") from None
+        try:
+            try:
+                file_fd = open_state_file(dir_fd, name, os.O_RDWR | os.O_CREAT, f"{real.rstrip('/')}/{name}")
+            except OSError as exc:
+                raise BaselineStoreError(f"baseline store {self.path}: {exc}") from None
+            try:
+                opened = os.fstat(file_fd)
+                yield f"{real.rstrip('/')}/{name}", (opened.st_dev, opened.st_ino)
+            finally:
+                os.close(file_fd)
+        finally:
+            os.close(dir_fd)
+
+    def _schema_and_transaction(self, db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         try:
             db.executescript(_SCHEMA)
             with db:
@@ -158,10 +192,11 @@ class BaselineStore:
                 "INSERT OR REPLACE INTO rollouts (id, at, outcome, record) VALUES (?, ?, ?, ?)",
                 (rollout_id, time.time(), outcome, text),
             )
-        folder = self.path.parent / "rollouts"
-        make_dirs(str(folder), 0o700)
-        path = folder / f"{rollout_id}.json"
-        write_atomic(str(path), mask.dumps(record, indent=2, sort_keys=True, default=str).encode() + b"\n", 0o600)
+        path = self.path.parent / "rollouts" / f"{rollout_id}.json"
+        try:
+            write_state(str(path), mask.dumps(record, indent=2, sort_keys=True, default=str).encode() + b"\n")
+        except OSError as exc:
+            raise BaselineStoreError(f"rollout record {path}: {exc}") from None
         return path
 
     def rollout(self, rollout_id: str) -> dict[str, Any] | None:

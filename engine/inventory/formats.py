@@ -20,10 +20,10 @@ from engine.errors import ValidationError
 from engine.inventory.data import InventoryData
 from engine.yamlload import line_of
 
-_SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:#.*)?$")
-_GROUP_LINE = re.compile(r"^([^:\]\s]+)\s*(?:#.*)?$")
+_SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:#.*)?\Z")
+_GROUP_LINE = re.compile(r"^([^:\]\s]+)\s*(?:#.*)?\Z")
 _RANGE = re.compile(r"\[([^\]]*)\]")
-_PORT = re.compile(r"^(?P<host>.+):(?P<port>\d+)$")
+_PORT = re.compile(r"^(?P<host>.+):(?P<port>\d+)\Z")
 
 
 # ---- host names: ranges and ports -----------------------------------------------------

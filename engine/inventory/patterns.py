@@ -18,9 +18,9 @@ from pathlib import Path
 from engine.errors import RiggerError
 from engine.model import LOCALHOST_NAMES, Inventory
 
-_SUBSCRIPT = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)([:-])([0-9]*))\]$")
+_SUBSCRIPT = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)([:-])([0-9]*))\]\Z")
 _COLON_TERMS = re.compile(r"(?:[^\s:\[\]]|\[[^\]]*\])+")
-_IPV6 = re.compile(r"^[0-9a-fA-F:]+$")
+_IPV6 = re.compile(r"^[0-9a-fA-F:]+\Z")
 
 
 class PatternError(RiggerError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _OPEN = ("{{", "{%", "{#")
 _CLOSE = {"{{": "}}", "{%": "%}", "{#": "#}"}
 

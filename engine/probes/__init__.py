@@ -30,7 +30,7 @@ from engine.errors import RiggerError
 ENGINE_PROBES = Path(__file__).resolve().parent
 ROOMS_DIR = ENGINE_PROBES.parent.parent / "modules"
 RESULT_MARKER = "\x1erigger-probe-result "
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_NAME = re.compile(r"^[a-z][a-z0-9_]*\Z")
 _USES = re.compile(r"^USES\s*=\s*\(([^)]*)\)", re.MULTILINE)
 _MUTATES = re.compile(r"^MUTATES\s*=\s*True\b", re.MULTILINE)
 _BUNDLE_PREFIX = "bundle__"

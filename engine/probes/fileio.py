@@ -90,11 +90,50 @@ def _check_path(path: str) -> None:
         raise Refused(f"refusing a relative path: {path!r} (give an absolute path)")
 
 
+def hardlink_suspect(st: os.stat_result, directory: os.stat_result, acting_uid: int | None = None) -> bool:
+    """A hard link that says nothing about who put it here: not a directory, more than one
+    link, and an owner other than the directory's owner (or than ``acting_uid``, the user a
+    module acts for). With fs.protected_hardlinks=0 any user can link root's file into its
+    own directory; such an entry is never chowned, chmodded, truncated, appended to, read
+    for a module or trusted as a link (systemd-tmpfiles refuses the same)."""
+    if stat.S_ISDIR(st.st_mode) or st.st_nlink <= 1:
+        return False
+    return st.st_uid != directory.st_uid or (acting_uid is not None and st.st_uid != acting_uid)
+
+
+def hardlink_refusal(what: str, st: os.stat_result, directory: os.stat_result, acting_uid: int | None = None) -> None:
+    if hardlink_suspect(st, directory, acting_uid):
+        owner = directory.st_uid if st.st_uid != directory.st_uid else acting_uid
+        raise Refused(
+            f"refusing {what}: it is a hard link ({st.st_nlink} links) to a file of uid {st.st_uid} in a "
+            f"place of uid {owner}; rigger does not change, read or trust it (remove the link or name the "
+            "original)"
+        )
+
+
 def trusted_link(link: os.stat_result, directory: os.stat_result) -> bool:
     """Root's links, the writer's own, and (for a writer other than root) the directory
-    owner's: the kernel's protected_symlinks question, asked of every component."""
+    owner's: the kernel's protected_symlinks question, asked of every component. A symlink
+    hard-linked into another owner's directory is nobody's statement there: not trusted."""
+    if hardlink_suspect(link, directory):
+        return False
     euid = os.geteuid()
     return link.st_uid in (0, euid) or (euid != 0 and link.st_uid == directory.st_uid)
+
+
+def _delete_link_check(link: os.stat_result, directory: os.stat_result, where: str, real: list[str]) -> None:
+    """A delete takes no link another user controls and no /proc link (another process's,
+    maybe another namespace's, view of the filesystem) on the way to what it removes."""
+    if real[:1] == ["proc"]:
+        raise Refused(
+            f"refusing {where}: it is a /proc magic link (a process's view of the filesystem); rigger removes "
+            "nothing reached through it (name the real path)"
+        )
+    if not trusted_link(link, directory):
+        raise Refused(
+            f"refusing {where}: it is a symlink owned by uid {link_controller(link, directory)}, not by root or uid "
+            f"{os.geteuid()}; rigger removes nothing reached through another user's link (name the real path)"
+        )
 
 
 # After a link another user made, the walk is confined to that user's own files: the
@@ -104,12 +143,19 @@ def trusted_link(link: os.stat_result, directory: os.stat_result) -> bool:
 Confined = tuple[int, str] | None  # (the link owner's uid, the link), or None
 
 
+def link_controller(link: os.stat_result, directory: os.stat_result) -> int:
+    """Who decides where a symlink leads: its owner, or the directory's owner for a symlink
+    hard-linked into that directory (anyone's link can be linked there)."""
+    return directory.st_uid if hardlink_suspect(link, directory) else link.st_uid
+
+
 def _confine(link: os.stat_result, directory: os.stat_result, where: str, confined: Confined) -> Confined:
     if trusted_link(link, directory):
         return confined
-    if confined is not None and confined[0] != link.st_uid:
-        raise Refused(_escape(confined, where, link.st_uid))
-    return (link.st_uid, where) if confined is None else confined
+    controller = link_controller(link, directory)
+    if confined is not None and confined[0] != controller:
+        raise Refused(_escape(confined, where, controller))
+    return (controller, where) if confined is None else confined
 
 
 def _escape(confined: tuple[int, str], where: str, owner: int) -> str:
@@ -138,7 +184,16 @@ def open_dir(path: str, create: bool = False, mode: int = 0o777) -> tuple[int, s
     return fd, real
 
 
-def _walk_dir(path: str, create: bool, mode: int, confined: Confined) -> tuple[int, str, Confined]:
+def open_dir_for_delete(path: str) -> tuple[int, str]:
+    """(descriptor, real path) of the directory ``path`` names, by the same walk, where any
+    link another user controls, or a /proc link, on the way is refused (not confined)."""
+    fd, real, _ = _walk_dir(path, False, 0o777, None, strict=True)
+    return fd, real
+
+
+def _walk_dir(
+    path: str, create: bool, mode: int, confined: Confined, strict: bool = False
+) -> tuple[int, str, Confined]:
     _check_path(path)
     pending = [part for part in path.split("/") if part][::-1]
     fd, hops = os.open("/", _DIR_FLAGS), 0
@@ -168,6 +223,8 @@ def _walk_dir(path: str, create: bool, mode: int, confined: Confined) -> tuple[i
                 hops += 1
                 if hops > MAX_LINK_HOPS:
                     raise Refused(f"refusing {path}: more than {MAX_LINK_HOPS} symlinks on the way")
+                if strict:
+                    _delete_link_check(st, os.fstat(fd), where, real)
                 confined = _confine(st, os.fstat(fd), where, confined)
                 target = os.readlink(part, dir_fd=fd)
                 if target.startswith("/"):
@@ -275,7 +332,8 @@ def _kind(mode: int) -> str:
 
 
 def read_bytes(path: str, max_bytes: int = MAX_READ_BYTES) -> bytes | None:
-    """The content of the regular file ``path`` (None: absent), at most ``max_bytes``."""
+    """The content of the regular file ``path`` (None: absent), at most ``max_bytes``;
+    another owner's hard link in a directory is not trusted (``hardlink_suspect``)."""
     try:
         fd, _, name, st = _resolve_final(path, follow=True)
     except FileNotFoundError:
@@ -285,6 +343,7 @@ def read_bytes(path: str, max_bytes: int = MAX_READ_BYTES) -> bytes | None:
             return None
         if not stat.S_ISREG(st.st_mode):
             raise Refused(f"refusing to read {path}: it is {_kind(st.st_mode)}, not a regular file")
+        hardlink_refusal(f"to read {path}", st, os.fstat(fd))
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
         file_fd = os.open(name, flags, dir_fd=fd)
     finally:
@@ -341,6 +400,144 @@ def walk_tree(
         os.close(fd)
 
 
+# -- rigger's own state ------------------------------------------------------------------
+# The controller's state directory ($RIGGER_STATE_DIR, ~/.local/state/rigger), the run
+# lock's, and every file in them: the baselines store, quarantine.json, watch's files.
+
+
+def _others_may_replace(st: os.stat_result, bits: int = 0o022) -> bool:
+    """Others (``bits``: group and world, or world only) may write in the directory and it
+    is not sticky: they can rename its entries."""
+    return bool(st.st_mode & bits) and not st.st_mode & stat.S_ISVTX
+
+
+def _check_state_ancestors(real: str) -> None:
+    """Every directory above a state directory belongs to root or this user and lets no
+    one else rename its entries, so the real path stays what was checked (SQLite opens
+    the store by that path)."""
+    fd = os.open("/", _DIR_FLAGS)
+    try:
+        parts = [part for part in real.split("/") if part][:-1]
+        for index in range(len(parts) + 1):
+            st, where = os.fstat(fd), "/" + "/".join(parts[:index])
+            # world-writable only: a home shared with the user's private group (0775) is common
+            if st.st_uid not in (0, os.geteuid()) or _others_may_replace(st, 0o002):
+                raise Refused(
+                    f"refusing the state directory {real}: {where} above it belongs to uid {st.st_uid} "
+                    f"(mode {stat.S_IMODE(st.st_mode):04o}), who could move it; keep rigger's state under "
+                    "directories of root's or your own (set RIGGER_STATE_DIR)"
+                )
+            if index < len(parts):
+                fd = _swap(fd, os.open(parts[index], _DIR_FLAGS, dir_fd=fd))
+    finally:
+        os.close(fd)
+
+
+def open_state_dir(path: str, create: bool = True) -> tuple[int, str]:
+    """(descriptor, real path) of a state directory, walked as above and made 0700 when
+    missing. Refused when another user owns it (it was there first), when others may
+    write in it and it is not sticky (nobody but its user may replace what rigger keeps
+    there), or when a directory above it is neither root's nor this user's. A sticky one
+    of root's or this user's (/tmp, the shared lock directory every login user of a host
+    locks in) is accepted: others cannot rename or remove rigger's entries there, and each
+    state file must be rigger's own."""
+    fd, real = open_dir(path, create=create, mode=0o700)
+    try:
+        _check_state_ancestors(real)
+        st = os.fstat(fd)
+        shared = bool(st.st_mode & stat.S_ISVTX) and st.st_uid == 0  # /tmp-like: root's, sticky
+        if st.st_uid != os.geteuid() and not shared:
+            raise Refused(
+                f"refusing the state directory {real}: it belongs to uid {st.st_uid}, not to uid {os.geteuid()} "
+                "who runs rigger (remove it, or set RIGGER_STATE_DIR to a directory of your own)"
+            )
+        if _others_may_replace(st):
+            raise Refused(
+                f"refusing the state directory {real}: others may write in it (mode "
+                f"{stat.S_IMODE(st.st_mode):04o}); chmod go-w it, or set RIGGER_STATE_DIR to a directory of your own"
+            )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, real
+
+
+def open_state_file(dir_fd: int, name: str, flags: int, where: str) -> int:
+    """A descriptor of the state file ``name`` in an opened state directory: never through
+    a link, non-blocking (a FIFO is refused, never waited on), a regular file of this user
+    with no other hard link (stricter than ``hardlink_suspect``: in a sticky shared
+    directory another user can hard-link root's file under the lock's name)."""
+    flags |= os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Refused(f"refusing the state file {where}: it is a symlink; rigger never follows one there") from None
+        if exc.errno == errno.ENXIO:  # a FIFO without a reader, a device without its driver
+            kind = _kind(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+            raise Refused(f"refusing the state file {where}: it is {kind}, not a regular file") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused(f"refusing the state file {where}: it is {_kind(st.st_mode)}, not a regular file")
+        if st.st_uid != os.geteuid():
+            raise Refused(f"refusing the state file {where}: it belongs to uid {st.st_uid}, not to uid {os.geteuid()}")
+        if st.st_nlink != 1:  # rigger never links its state files: a link is somebody's trap
+            raise Refused(
+                f"refusing the state file {where}: it has {st.st_nlink} hard links; rigger's state files have one "
+                "(remove it)"
+            )
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_state(path: str, max_bytes: int = 16 << 20) -> bytes | None:
+    """The content of a state file (None: it or its directory is absent), by the rules above."""
+    directory, name = split_final(path)
+    try:
+        dir_fd, real = open_state_dir(directory, create=False)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fd = open_state_file(dir_fd, name, os.O_RDONLY, f"{real.rstrip('/')}/{name}")
+        except FileNotFoundError:
+            return None
+    finally:
+        os.close(dir_fd)
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise Refused(f"refusing the state file {path}: it holds more than the limit of {max_bytes} bytes")
+    return data
+
+
+def write_state(path: str, data: bytes) -> None:
+    """Replace a state file atomically (0600) in its state directory, made 0700 if missing."""
+    directory, name = split_final(path)
+    dir_fd, real = open_state_dir(directory)
+    try:
+        with contextlib.suppress(FileNotFoundError):  # what is there must be rigger's own, as for a read
+            os.close(open_state_file(dir_fd, name, os.O_RDONLY, f"{real.rstrip('/')}/{name}"))
+    finally:
+        os.close(dir_fd)
+    write_atomic(f"{real.rstrip('/')}/{name}", data, 0o600)
+
+
+def open_state_append(path: str) -> int:
+    """A descriptor appending to a state file (a journal), created 0600 if absent."""
+    directory, name = split_final(path)
+    dir_fd, real = open_state_dir(directory)
+    try:
+        return open_state_file(dir_fd, name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, f"{real.rstrip('/')}/{name}")
+    finally:
+        os.close(dir_fd)
+
+
 # -- writing -----------------------------------------------------------------------------
 
 
@@ -393,6 +590,8 @@ def write_atomic(
             raise IsADirectoryError(errno.EISDIR, f"{real.rstrip('/')}/{name} is a directory")
         if existing is not None and not stat.S_ISREG(existing.st_mode):
             existing = None  # a link (not followed) or special file is replaced, its owner not kept
+        if existing is not None:  # its owner and mode would be kept: not another owner's hard link
+            hardlink_refusal(f"to replace {real.rstrip('/')}/{name}", existing, os.fstat(dir_fd))
         _remove_stale_temps(dir_fd, name, {os.geteuid()} | ({existing.st_uid} if existing else set()))
         current = like or existing
         tmp = temp_name(name)
@@ -447,6 +646,21 @@ def write_refusal(path: str) -> str | None:
     return None
 
 
+def delete_parent(directory: str) -> dict[str, Any]:
+    """The delete judgement's walk of the directory a removed object sits in: ``real`` (its
+    real path, None when missing), ``uid`` (its owner) and ``refusal``."""
+    try:
+        fd, real = open_dir_for_delete(directory)
+    except Refused as exc:
+        return {"real": None, "uid": None, "refusal": str(exc)}
+    except (FileNotFoundError, NotADirectoryError):
+        return {"real": None, "uid": None, "refusal": None}
+    try:
+        return {"real": real, "uid": os.fstat(fd).st_uid, "refusal": None}
+    finally:
+        os.close(fd)
+
+
 def make_dirs(path: str, mode: int = 0o777) -> str:
     """Create the directory and its missing parents (walked as above); its real path."""
     fd, real = open_dir(path, create=True, mode=mode)
@@ -464,6 +678,8 @@ def touch(path: str, update_times: bool) -> None:
             )
         except FileExistsError:
             if update_times:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                hardlink_refusal(f"to touch {path}", st, os.fstat(fd))
                 os.utime(name, dir_fd=fd, follow_symlinks=False)
     finally:
         os.close(fd)
@@ -533,16 +749,23 @@ def _chmod_same(fd: int, name: str, st: os.stat_result, mode: int) -> None:
 def set_attrs(path: str, uid: int, gid: int, mode_of: Any, recurse: bool) -> None:
     """Owner/group (-1: keep) and mode (``mode_of(current, is_dir)``, None: keep) of the
     path itself (a link: the link), and with ``recurse`` of everything under a directory:
-    the whole tree is walked first, so a tree over the bounds or holding a mount point is
-    refused before anything changes."""
+    the whole tree is walked first, so a tree over the bounds, holding a mount point or a
+    hard link of another owner's file (``hardlink_suspect``, acting for ``uid`` when an
+    owner is asked) is refused before anything changes."""
     if path.startswith("/") and not path.strip("/"):
         raise Refused(f"refusing to change the owner or mode of {path!r}: it is the root directory /")
+    acting = None if uid == -1 else uid
     fd, real, name, st = _resolve_final(path.rstrip("/"), follow=False)
     try:
         if st is None:
             raise FileNotFoundError(errno.ENOENT, f"{path} does not exist")
         top = f"{real.rstrip('/')}/{name}"
+        hardlink_refusal(f"to change the owner or mode of {top}", st, os.fstat(fd), acting)
         inside = list(walk_tree(top)) if recurse and stat.S_ISDIR(st.st_mode) else []
+        dirs = {"": st, **{rel: child for rel, child in inside if stat.S_ISDIR(child.st_mode)}}
+        for rel, child in inside:
+            where = f"to change the owner or mode of {top}/{rel}"
+            hardlink_refusal(where, child, dirs[rel.rpartition("/")[0]], acting)
         _set_attrs(fd, name, st, uid, gid, mode_of)
     finally:
         os.close(fd)
@@ -559,15 +782,31 @@ def open_append(path: str, mode: int = 0o640) -> int:
     (a dangling link there is refused, not used to create its target)."""
     fd, _, name = open_parent(path)
     try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC
         try:
-            return os.open(name, flags, mode, dir_fd=fd)
+            log_fd = os.open(name, flags, mode, dir_fd=fd)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise Refused(f"refusing {path}: it is a symlink; rigger does not write through it") from None
             raise
+        try:
+            _check_writable_file(log_fd, fd, f"to append to {path}")
+        except BaseException:
+            os.close(log_fd)
+            raise
+        return log_fd
     finally:
         os.close(fd)
+
+
+def _check_writable_file(file_fd: int, dir_fd: int, what: str) -> None:
+    """An opened file rigger is about to write in place: a regular file (a FIFO or a
+    device is refused: the open was non-blocking), not another owner's hard link."""
+    st = os.fstat(file_fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise Refused(f"refusing {what}: it is {_kind(st.st_mode)}, not a regular file")
+    hardlink_refusal(what, st, os.fstat(dir_fd))
+    os.set_blocking(file_fd, True)
 
 
 def rename_within(path: str, new_name: str) -> bool:
@@ -605,6 +844,10 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         return {"entries": entries}
     if op == "judge_write":
         return {"refusal": write_refusal(path)}
+    if op == "judge_delete":
+        return delete_parent(path)
+    if op == "open_delete_dir":
+        return {"fd": open_dir_for_delete(path)[0]}
     if op == "follow":
         try:
             return {"real": follow_final(path), "refusal": None}

@@ -1,14 +1,18 @@
 """Judge a path for removal by what it is on the host, never by how it is spelled.
 
 Args: ``path`` (absolute), ``protected`` (also answer the protected identities). The
-path is split into its parent directory, resolved on the host (symlinks and ``..`` as
-the kernel follows them), and its final name, taken without following it: trailing
-slashes are dropped, so ``link/`` is the link itself. A final ``.`` or ``..`` is refused
-(it names a directory through another one). The object is compared by device and inode
-with the protected set: ``/``, every directory directly under it, the system
-directories below, every user's home directory and every mount point. A directory is
-walked (never following symlinks) and refused when it holds a protected object,
-anything on another filesystem, or is nested deeper than MAX_DEPTH. Answer: ``exists``, ``type``, ``resolved`` (the real
+path is split into its parent directory and its final name, taken without following it:
+trailing slashes are dropped, so ``link/`` is the link itself. A final ``.`` or ``..`` is
+refused (it names a directory through another one). The parent is walked by the one path
+walk (``fileio``: component by component from ``/``, O_NOFOLLOW), where a delete refuses
+any symlink another user controls and any link in /proc (``/proc/PID/cwd``, ``root``):
+root never removes what a user's link leads to. The object is compared by device and
+inode with the protected set: ``/``, every entry directly under it, the system
+directories below, every user's home and every mount point, whatever their type; a file
+(anything but a directory) directly in a system directory (``/``, ``/boot``, ``/etc``,
+SYSTEM_DIRS and the top-level ones) is refused too. A directory is walked (never following symlinks) and refused
+when it holds a protected object, anything on another filesystem, or is nested deeper
+than MAX_DEPTH. Answer: ``exists``, ``type``, ``resolved`` (the real
 path), ``parent``, ``name``, ``dev``, ``ino``, ``size`` (bytes, the whole tree),
 ``refusal`` (why it must not be removed, or None) and, when asked, ``protected``
 [[dev, ino], ...].
@@ -18,8 +22,14 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import stat
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
+    from engine.probes._call import call
+
+USES = ("fileio",)
 
 SYSTEM_DIRS = (
     "/usr/bin",
@@ -37,6 +47,12 @@ SYSTEM_DIRS = (
     "/var/log",
     "/var/spool",
 )
+# Files directly in these are the system's own: none is removed (a directory below them is
+# judged as any other). The top-level ones are here for hosts without merged /usr.
+SYSTEM_FILE_DIRS = ("/", "/boot", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", *SYSTEM_DIRS)
+# rigger's own random temp files (fileio's write temps, validate's copies): its clean-up
+# removes them wherever the write was, /etc included
+_OWN_TEMP = re.compile(r"\..+\.rigger-(tmp|validate)-[0-9a-f]{12,16}", re.DOTALL)
 MAX_DEPTH = 400  # the removal holds one directory fd per level and recurses
 
 
@@ -72,13 +88,15 @@ def protected_set() -> dict[tuple[int, int], str]:
     """{(dev, ino): description} of everything that is never removed."""
     found: dict[tuple[int, int], str] = {}
 
-    def add(path: str, why: str, dirs_only: bool = True) -> None:
-        """The object and, when the name is a symlink (merged-/usr /bin), the link too."""
+    def add(path: str, why: str) -> None:
+        """The object, whatever its type, and, when the name is a symlink (merged-/usr
+        /bin, /vmlinuz), the link too."""
         try:
-            st, link = os.stat(path), os.lstat(path)
+            link = os.lstat(path)
+            st = os.stat(path) if stat.S_ISLNK(link.st_mode) else link
         except (OSError, ValueError):
-            return
-        if dirs_only and not stat.S_ISDIR(st.st_mode):
+            st = None
+        if st is None:
             return
         found.setdefault((st.st_dev, st.st_ino), why)
         found.setdefault((link.st_dev, link.st_ino), why)
@@ -94,8 +112,37 @@ def protected_set() -> dict[tuple[int, int], str]:
     home = os.path.expanduser("~")
     add(home, f"the home directory {home}")
     for point in _mount_points():
-        add(point, f"the mount point {point}", dirs_only=False)
+        add(point, f"the mount point {point}")
     return found
+
+
+def system_dirs() -> dict[tuple[int, int], str]:
+    """{(dev, ino): path} of the directories whose files are the system's own."""
+    found: dict[tuple[int, int], str] = {}
+    for path in SYSTEM_FILE_DIRS:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            found.setdefault((st.st_dev, st.st_ino), path)
+    return found
+
+
+def _system_file_refusal(path: str, parent: str, name: str, st: os.stat_result) -> str | None:
+    if stat.S_ISDIR(st.st_mode) or _OWN_TEMP.fullmatch(name):
+        return None
+    try:
+        directory = os.stat(parent)
+    except OSError:
+        return None
+    where = system_dirs().get((directory.st_dev, directory.st_ino))
+    if where is None:
+        return None
+    return (
+        f"refusing to remove {path!r}: it is a file directly in the system directory {where}; rigger "
+        "removes no system file (remove it by hand, or through the package that owns it)"
+    )
 
 
 def _kind(mode: int) -> str:
@@ -150,23 +197,18 @@ def _walk_refusal(top: str, top_dev: int, protected: dict[tuple[int, int], str])
     return total, None
 
 
-def _same_directory(spelled: str, real: str) -> bool:
-    """Does the kernel reach the same directory through the spelling as through the real
-    path? Not through /proc/PID/root or /proc/PID/cwd (another mount namespace)."""
-    a, b = os.stat(spelled), os.stat(real)
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
-
-
 def judge(path: str, with_protected: bool = False) -> dict[str, Any]:
     parent, name = split_path(path)
-    real_parent = os.path.realpath(parent)
-    resolved = os.path.join(real_parent, name)
+    walked = call("fileio", {"op": "judge_delete", "path": parent})
+    if walked["refusal"]:
+        return {"path": path, "parent": None, "name": name, "exists": None, "refusal": walked["refusal"]}
+    real_parent = walked["real"]
+    resolved = os.path.join(real_parent or parent, name)
     answer: dict[str, Any] = {"path": path, "parent": real_parent, "name": name, "resolved": resolved, "refusal": None}
     try:
+        if real_parent is None:
+            raise FileNotFoundError(path)
         st = os.lstat(resolved)
-        if not _same_directory(parent, real_parent):
-            answer["refusal"] = f"refusing {path!r}: its directory is not {real_parent} (a /proc magic link)"
-            return {**answer, "exists": None}
     except (FileNotFoundError, NotADirectoryError):
         return {**answer, "exists": False, "type": None, "size": 0}
     protected = protected_set()
@@ -175,6 +217,8 @@ def judge(path: str, with_protected: bool = False) -> dict[str, Any]:
     why = protected.get((st.st_dev, st.st_ino))
     if why:
         answer["refusal"] = f"refusing to remove {path!r}: it is {why}"
+    elif _system_file_refusal(path, real_parent, name, st):
+        answer["refusal"] = _system_file_refusal(path, real_parent, name, st)
     elif kind == "dir":
         size, inside = _walk_refusal(resolved, st.st_dev, protected)
         answer["size"] += size

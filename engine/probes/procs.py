@@ -23,7 +23,7 @@ import re
 from typing import Any
 
 OWN_MARK = "rigger-host-process"
-GPU_DEVICE = re.compile(r"^/dev/nvidia[0-9]+$")
+GPU_DEVICE = re.compile(r"^/dev/nvidia[0-9]+\Z")
 
 
 def read_stat(pid: int) -> dict[str, Any] | None:

@@ -3,10 +3,11 @@
 Args: ``path`` and the ``dev``/``ino`` the planner judged, or ``files_only`` (a clean-up of
 a file the caller made: whatever is there now, a file or a link, never a directory). This
 is the one place rigger deletes anything on a host. The path is judged again
-(``path_judge``); then its resolved parent is opened one component at a time with
-O_NOFOLLOW, and everything after works relative to open directory descriptors: the
-object must still have the judged device and inode, a tree is walked without following
-symlinks, and any protected object or other filesystem met on the way stops the removal.
+(``path_judge``); then its resolved parent is opened by the one path walk (``fileio``,
+the delete's link rule: no link another user controls), and everything after works
+relative to open directory descriptors: the object must still have the judged device and
+inode, a tree is walked without following symlinks, and any protected object or other
+filesystem met on the way stops the removal.
 Answer: ``removed`` (the real path) or ``gone`` when it no longer exists.
 """
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
     from engine.probes._call import call
 
 MUTATES = True
-USES = ("path_judge",)
+USES = ("path_judge", "fileio")
 
 import os
 import stat
@@ -28,21 +29,6 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 class Refused(Exception):
     pass
-
-
-def _open_dir_nofollow(real_path: str) -> int:
-    """A descriptor of a directory given by a symlink-free path; a symlink on the way fails."""
-    fd = os.open("/", _DIR_FLAGS)
-    try:
-        for part in real_path.split("/"):
-            if part:
-                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                os.close(fd)
-                fd = child
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 def _remove_tree(
@@ -87,7 +73,7 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     if (judged["dev"], judged["ino"]) != planned:
         raise Refused(f"{resolved} is not the object that was planned (replaced since); nothing removed")
     protected = {tuple(key) for key in judged["protected"]}
-    parent_fd = _open_dir_nofollow(judged["parent"])
+    parent_fd = int(call("fileio", {"op": "open_delete_dir", "path": judged["parent"]})["fd"])
     try:
         st = os.stat(judged["name"], dir_fd=parent_fd, follow_symlinks=False)
         if (st.st_dev, st.st_ino) != planned:

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from engine.probes.fileio import read_state, write_state
 from engine.runlock import STATE_DIR_ENV
 
 FILE_NAME = "quarantine.json"
@@ -49,24 +49,18 @@ def path() -> Path:
 def load() -> dict[str, dict[str, Any]]:
     """Host -> its entry (reason, task, since). A missing file is no quarantine; an
     unreadable one is an error the caller reports (never silently "nothing quarantined")."""
-    try:
-        text = path().read_text(encoding="utf-8")
-    except FileNotFoundError:
+    raw = read_state(os.path.abspath(path()))  # fileio's state-file rules: no link, no FIFO, ours
+    if raw is None:
         return {}
-    data = json.loads(text)
+    data = json.loads(raw.decode("utf-8"))
     if not isinstance(data, dict):
         raise ValueError(f"{path()}: expected a JSON object of hosts")
     return {str(host): dict(entry) for host, entry in data.items() if isinstance(entry, dict)}
 
 
 def _save(entries: Mapping[str, Any]) -> None:
-    target = path()
-    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(prefix=".quarantine-", dir=target.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(dict(sorted(entries.items())), handle, indent=2)
-        handle.write("\n")
-    os.replace(tmp, target)
+    text = json.dumps(dict(sorted(entries.items())), indent=2) + "\n"
+    write_state(os.path.abspath(path()), text.encode("utf-8"))
 
 
 def add(marks: Iterable[tuple[str, str, str]]) -> None:

@@ -19,7 +19,7 @@ controller's heartbeat stops for ``stale_after_s``. So a lock never outlives its
 - a lock held by this very run (two inventory names for one machine and login user) is
   shared, not refused: the handle is marked ``shared`` and its release does nothing.
 
-May import: engine.errors.
+May import: engine.errors, engine.probes.
 """
 
 from __future__ import annotations
@@ -131,8 +131,11 @@ def owner_description(playbook_path: str) -> str:
 
 
 def lockfile_source() -> str:
-    """The host-side lock code (``lockfile.py``), sent to the host as text."""
-    return (Path(__file__).parent / "lockfile.py").read_text(encoding="utf-8")
+    """The host-side lock code (``lockfile.py``), sent to the host as text with the
+    state-file primitive it opens the lock file by (engine/probes/fileio.py)."""
+    fileio = (Path(__file__).parent.parent / "probes" / "fileio.py").read_text(encoding="utf-8")
+    lockfile = (Path(__file__).parent / "lockfile.py").read_text(encoding="utf-8")
+    return f"{lockfile}\nFILEIO_SOURCE = {fileio!r}\n"
 
 
 def holder_program() -> str:
@@ -200,6 +203,8 @@ def acquire(
         holder, answer = conn.hold_run_lock({**request, "dying_holder_pid": dying})
     if not answer["acquired"]:
         holder.close()
+        if answer.get("refused"):
+            raise HostUnreachable(f"{host}: cannot take the run lock: {answer['refused']}")
         if (answer.get("holder") or {}).get("run_id") == run_id:
             return LockHandle(host, answer["path"], answer["holder"], None, None, shared=True)
         raise RunLocked(f"{host}: {describe_holder(answer['holder'], answer['path'])}")

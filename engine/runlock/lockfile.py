@@ -5,6 +5,13 @@ host's remote python. ``acquire`` takes the lock without waiting and keeps the
 descriptor open: the lock lives exactly as long as that process. A record in an
 unlocked file is a run that died without releasing: it is reported as ``previous`` and
 replaced. Stdlib only.
+
+The file is opened by fileio's state-file rules (engine/probes/fileio.py, whose source
+``lockfile_source()`` sends along as FILEIO_SOURCE): its directory walked without another
+user's links, made 0700 when missing and refused when another user's or open to others'
+writes (unless sticky, like a shared lock directory); the file itself never through a
+link, non-blocking (a FIFO there is refused, never waited on), a regular file of this
+user that is not another owner's hard link, so truncating it can only ever clear the lock.
 """
 
 from __future__ import annotations
@@ -20,12 +27,28 @@ from typing import Any
 DEFAULT_PATH = "~/.cache/rigger/run.lock"
 
 
+def _fileio() -> Any:
+    """The state-file primitive: from the source sent with this file on a host, else the
+    engine's own module (this file imported on the controller, in tests)."""
+    source = globals().get("FILEIO_SOURCE")
+    if source is None:
+        from engine.probes import fileio
+
+        return fileio
+    namespace: dict[str, Any] = {"__name__": "rigger_runlock_fileio"}
+    exec(compile(source, "<fileio>", "exec"), namespace)
+    return type("fileio", (), {name: staticmethod(value) for name, value in namespace.items() if callable(value)})
+
+
 def _open(path: str) -> tuple[str, int]:
     # {uid}: one lock per login user in a shared state directory ($RIGGER_STATE_DIR)
-    path = os.path.expanduser(path).replace("{uid}", str(os.getuid()))
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    return path, fd
+    path = os.path.abspath(os.path.expanduser(path).replace("{uid}", str(os.getuid())))
+    fileio = _fileio()
+    dir_fd, _ = fileio.open_state_dir(os.path.dirname(path))
+    try:
+        return path, fileio.open_state_file(dir_fd, os.path.basename(path), os.O_RDWR | os.O_CREAT, path)
+    finally:
+        os.close(dir_fd)
 
 
 def _read(fd: int) -> dict[str, Any] | None:
@@ -112,7 +135,10 @@ def _lock_once_gone(fd: int, pid: int, timeout_s: float) -> bool:
 
 
 def acquire(args: dict[str, Any]) -> dict[str, Any]:
-    path, fd, taken = _locked(args.get("path") or DEFAULT_PATH)
+    try:
+        path, fd, taken = _locked(args.get("path") or DEFAULT_PATH)
+    except OSError as exc:  # the state-file rules refused it, or the OS did: a message, never a traceback
+        return {"acquired": False, "path": args.get("path") or DEFAULT_PATH, "refused": str(exc)}
     dying = args.get("dying_holder_pid")
     if not taken and dying and (_read(fd) or {}).get("holder_pid") == dying:
         taken = _lock_once_gone(fd, int(dying), float(args.get("stale_after_s", 60))) and still_named(path, fd)

@@ -31,7 +31,7 @@ from engine.templating.inert import Inert
 from engine.templating.lookups import LOOKUPS, jinja_globals, lookup_name, template_lookup
 from engine.templating.sandbox import BoundedSandbox, bound_filters
 
-_SINGLE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}|\{%).)*)\}\}\s*$", re.DOTALL)
+_SINGLE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}|\{%).)*)\}\}\s*\Z", re.DOTALL)
 _MARKERS = ("{{", "{%", "{#")
 
 

@@ -11,5 +11,5 @@ locks do not: each round takes them only while it changes a host.
 
 May import: engine.errors, engine.model, engine.registry, engine.connection,
 engine.runlock, engine.module_api, engine.output, engine.playbook, engine.inventory,
-engine.templating, engine.run, engine.plans, engine.mask.
+engine.templating, engine.run, engine.plans, engine.mask, engine.probes.
 """

@@ -10,13 +10,17 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from engine import mask
+from engine.errors import OptionsError
+from engine.probes.fileio import open_state_append
 
 
 class Journal:
     def __init__(self, path: Path):
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        # O_NOFOLLOW: a link planted at the path is refused, not written through
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        # the state-file rules (fileio): folder 0700 and ours, never through a link, a FIFO refused
+        try:
+            fd = open_state_append(os.path.abspath(path))
+        except OSError as exc:
+            raise OptionsError(f"cannot open the watch event journal {path}: {exc}") from None
         self._out: TextIO = os.fdopen(fd, "a", encoding="utf-8")
         self.path = path
 

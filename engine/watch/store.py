@@ -4,19 +4,22 @@ the window, the backoff, pauses with their evidence, the fleet breaker.
 One JSON file on the controller (``$RIGGER_STATE_DIR/watch/state.json``, else
 ``~/.local/state/rigger/watch/state.json``), written whole to a new file with a random name
 (O_EXCL) and renamed over the old one, so a crash leaves the old or the new state, never
-half of one, and a link planted at the path is replaced, never written through.
+half of one. The folder and the file go through fileio's state-file rules: the folder made
+0700 and refused when another user's, the file never read or written through a link, and
+a FIFO or device there refused at once, never waited on.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from engine import mask
+from engine.errors import OptionsError
+from engine.probes.fileio import read_state, write_state
 from engine.runlock import STATE_DIR_ENV
 
 EVIDENCE_CHARS = 4000  # of a failure's message: enough for the fatal log line and its context
@@ -67,11 +70,12 @@ def _pause_of(data: Any) -> Pause | None:
 def load(folder: Path) -> WatchState:
     path = folder / "state.json"
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return WatchState()
+        text = read_state(os.path.abspath(path))
+        if text is None:
+            return WatchState()
+        raw = json.loads(text.decode("utf-8"))
     except (OSError, ValueError) as exc:
-        raise OSError(f"{path}: unreadable watch state ({exc}); move it away to start afresh") from None
+        raise OptionsError(f"{path}: unreadable watch state ({exc}); move it away to start afresh") from None
     hosts = {}
     for name, data in (raw.get("hosts") or {}).items():
         data = dict(data)
@@ -81,17 +85,11 @@ def load(folder: Path) -> WatchState:
 
 
 def save(state: WatchState, folder: Path) -> None:
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=folder, prefix=".state-", suffix=".json")  # O_EXCL, random name, 0600
+    text = mask.dumps(asdict(state), indent=1, sort_keys=True)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(mask.dumps(asdict(state), indent=1, sort_keys=True))
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, folder / "state.json")
-    except BaseException:
-        os.unlink(temp)
-        raise
+        write_state(os.path.abspath(folder / "state.json"), text.encode("utf-8"))
+    except OSError as exc:
+        raise OptionsError(f"cannot keep the watch state in {folder}: {exc}") from None
 
 
 def evidence(text: str) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 MANIFEST_NAME = ".rigger-manifest.json"
 FORMAT = 1
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}\Z")
 
 
 def is_commit(revision: str) -> bool:

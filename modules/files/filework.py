@@ -131,6 +131,22 @@ def refuse_unsafe_write(facts: Mapping[str, Any]) -> None:
         raise TaskFailed(str(facts["write_refusal"]))
 
 
+def refuse_foreign_hardlink(path: str, facts: Mapping[str, Any], attrs: Attrs) -> None:
+    """The primitive's hard-link rule (fileio.hardlink_suspect) for the user a task acts
+    for: an existing file with more than one link is not read into a file that ``owner``
+    gets, nor handed to that owner, unless it already belongs to them (a hard link of a
+    root file at /tmp/x would give the user a copy of it). Another owner's hard link in a
+    directory is refused by the primitive itself."""
+    if not facts.get("exists") or facts.get("type") not in ("file", "link") or int(facts.get("nlink") or 1) <= 1:
+        return
+    if attrs.owner is not None and facts.get("uid") != attrs.uid:
+        raise TaskFailed(
+            f"refusing {path}: it is a hard link ({facts['nlink']} links) to a file of uid {facts['uid']}, "
+            f"and owner {attrs.owner} is asked; rigger does not hand another user's hard-linked file over "
+            "(remove the link, or name the original)"
+        )
+
+
 def judge_removal(ctx: TaskContext, path: str) -> dict[str, Any]:
     """What removing ``path`` would remove, judged on the host by identity (path_judge,
     the same judgement ensure_absent uses); a protected object fails the task."""
@@ -296,6 +312,7 @@ def plan_content(ctx: TaskContext, args: Mapping[str, Any], content: Content, ve
     if facts.get("exists") and facts["type"] != "file":
         raise TaskFailed(f"{dest} exists and is not a regular file ({facts['type']})")
     attrs = Attrs.wanted(args, answer)
+    refuse_foreign_hardlink(dest, facts, attrs)
     current = ctx.conn.read_file(dest) if facts["exists"] else None
     diffs = [] if current == wanted else [Diff(dest, as_text(current), as_text(wanted))]
     written = _written_mode(attrs, content, current) if current != wanted else None

@@ -25,13 +25,12 @@ not report (`[N/A]`), or a driver that cannot be read (its error quoted).
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.module_api import Change, Diff, Result, Stops, TaskContext, TaskFailed, Unchanged
+from engine.module_api import Change, Diff, Result, Stops, TaskContext, TaskFailed, Unchanged, UserRegex
 from modules.gpu.holders import family, vllm_shaped
 
 PATTERN_LIST = {"type": "array", "items": {"type": "string", "minLength": 1}}
@@ -115,21 +114,26 @@ class Holder:
 
 @dataclass(frozen=True)
 class Rules:
-    kill: tuple[re.Pattern[str], ...]
-    protect: tuple[re.Pattern[str], ...]
-    only: tuple[re.Pattern[str], ...]
+    kill: tuple[UserRegex, ...]
+    protect: tuple[UserRegex, ...]
+    only: tuple[UserRegex, ...]
     other_users: bool = False
 
 
-def _compile(patterns: Iterable[str], arg: str) -> tuple[re.Pattern[str], ...]:
-    try:
-        return tuple(re.compile(p) for p in patterns)
-    except re.error as exc:
-        raise TaskFailed(f"{arg}: invalid regex {exc.pattern!r}: {exc}") from None
+def _compile(patterns: Iterable[str], arg: str) -> tuple[UserRegex, ...]:
+    return tuple(UserRegex(p, arg) for p in patterns)
 
 
-def _matches(patterns: Sequence[re.Pattern[str]], proc: Mapping[str, Any]) -> bool:
-    return any(p.search(proc["name"]) or p.search(proc["cmdline"]) for p in patterns)
+def _matches(patterns: Sequence[UserRegex], proc: Mapping[str, Any], unknown: bool = False) -> bool:
+    """Does a pattern find the process's name or command line? Searched bounded
+    (UserRegex): a command line over the bound whose head does not match counts as
+    ``unknown`` (True for protect_patterns, False for kill_patterns and only_patterns)."""
+    for pattern in patterns:
+        for text in (proc["name"], proc["cmdline"]):
+            found = pattern.search(text)
+            if found or (found is None and unknown):
+                return True
+    return False
 
 
 # ---- reading the host --------------------------------------------------------------
@@ -198,7 +202,7 @@ def _refusal(proc: Mapping[str, Any], own: Mapping[str, Any], rules: Rules) -> s
     why = own["rigger_pids"].get(str(pid))
     if why:
         return f"never signals {why}"
-    if _matches(rules.protect, proc):
+    if _matches(rules.protect, proc, unknown=True):
         return "matches protect_patterns"
     if rules.only and not _matches(rules.only, proc):
         return "does not match only_patterns"

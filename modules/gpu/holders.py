@@ -25,7 +25,7 @@ from typing import Any
 
 Proc = Mapping[str, Any]
 
-_PYTHON = re.compile(r"^python[0-9.]*$")
+_PYTHON = re.compile(r"^python[0-9.]*\Z")
 _MP_HELPER = re.compile(r"^-c from multiprocessing\.(resource_tracker|spawn|forkserver) import |--multiprocessing-fork")
 _VLLM_MODULE = re.compile(r"^-m vllm(\.| |$)")
 _VLLM_SCRIPT = re.compile(r"^(\S*/)?vllm (serve|run-batch)\b")

@@ -19,7 +19,7 @@ from typing import Any
 from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged, content_digest
 
 PERSISTENT = "/etc/hostname"
-_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\Z")
 
 SCHEMA = {
     "type": "object",

@@ -153,7 +153,7 @@ def _file_requirements(ctx: TaskContext, path: str, depth: int = 0) -> list[str]
     found: list[str] = []
     for raw in data.decode("utf-8", "replace").splitlines():
         line = raw.split(" #", 1)[0].strip()
-        nested = re.match(r"^(?:-r|--requirement)[ =]\s*(\S+)$", line)
+        nested = re.match(r"^(?:-r|--requirement)[ =]\s*(\S+)\Z", line)
         if nested and depth < 5:
             found += _file_requirements(ctx, posixpath.join(posixpath.dirname(path), nested.group(1)), depth + 1)
         elif line and not line.startswith(("#", "-")):

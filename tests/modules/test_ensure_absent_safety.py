@@ -259,3 +259,71 @@ def test_a_path_through_a_proc_magic_link_is_refused():
     )
     assert result["outcome"]["status"] == "failed" and "magic link" in result["outcome"]["msg"], result
     assert result["srv"] == ["/srv/victim", "/srv/victim/file"]
+
+
+def test_a_delete_through_another_users_link_is_refused_and_roots_file_survives():
+    """Fails on the realpath judgement: as root, `~u/.cache/backup` where u made `~u/.cache`
+    a link to a root-only directory (or to a root process's /proc/PID/cwd) removed the root
+    file behind it. Real: the decoy user is a passwd line in the namespace; the links, the
+    root-only directory and the root process are real."""
+    result = run_in_decoy_namespace(
+        """
+        add_decoy_user("rigger-decoy-u", 4243, "/home/u")
+        write("/srv/rootonly/backup", "root secret")
+        os.chmod("/srv/rootonly", 0o700)
+        os.makedirs("/home/u")
+        os.chown("/home/u", 4243, 4243)
+        keeper = subprocess.Popen(["sleep", "60"], cwd="/srv/rootonly")
+        for name, target in ((".cache", "/srv/rootonly"), (".work", f"/proc/{keeper.pid}/cwd")):
+            os.symlink(target, "/home/u/" + name)
+            os.lchown("/home/u/" + name, 4243, 4243)
+        os.symlink("/srv", "/media/rootlink")  # root's own link: still followed
+        write("/srv/mine/old")
+        outcomes = {
+            "ensure_absent": converge("ensure_absent", {"path": "/home/u/.cache/backup"}),
+            "file": converge("file", {"path": "/home/u/.cache/backup", "state": "absent"}),
+            "dotdot": converge("ensure_absent", {"path": "/home/u/.cache/../rootonly/backup"}),
+            "cwd": converge("ensure_absent", {"path": "/home/u/.work/backup"}),
+            "proc": converge("ensure_absent", {"path": f"/proc/{keeper.pid}/cwd/backup"}),
+            "root's link": converge("ensure_absent", {"path": "/media/rootlink/mine/old"}),
+        }
+        keeper.kill()
+        result = {"outcomes": outcomes, "srv": tree("/srv")}
+        """
+    )
+    assert "/srv/rootonly/backup" in result["srv"], result
+    outcomes = result["outcomes"]
+    for case in ("ensure_absent", "file", "dotdot", "cwd"):
+        assert outcomes[case]["status"] == "failed", (case, outcomes[case])
+        assert "owned by uid 4243" in outcomes[case]["msg"], (case, outcomes[case])
+    assert outcomes["proc"]["status"] == "failed" and "magic link" in outcomes["proc"]["msg"]
+    assert outcomes["root's link"]["status"] == "changed" and "/srv/mine/old" not in result["srv"]
+
+
+def test_system_files_and_top_level_entries_are_refused_whatever_their_type():
+    """Fails today: only directories and mount points were protected, so a file directly
+    in /etc (the namespace's /etc is an overlay: nothing reaches the host) or a file at the
+    top level was removed. A file in a directory below /etc still goes."""
+    result = run_in_decoy_namespace(
+        """
+        write("/etc/rigger-decoy.conf")
+        write("/etc/rigger-decoy.d/drop-in.conf")
+        outcomes = {
+            "etc file": converge("ensure_absent", {"path": "/etc/rigger-decoy.conf"}),
+            "file module": converge("file", {"path": "/etc/rigger-decoy.conf", "state": "absent"}),
+            "drop-in": converge("ensure_absent", {"path": "/etc/rigger-decoy.d/drop-in.conf"}),
+            "top file": plan("ensure_absent", {"path": "/.dockerenv"}) if os.path.lexists("/.dockerenv")
+            else {"status": "failed", "msg": "refusing (no top-level file here)"},
+            "top link": plan("ensure_absent", {"path": "/bin"}) if os.path.islink("/bin")
+            else {"status": "failed", "msg": "refusing (no top-level link here)"},
+        }
+        result = {"outcomes": outcomes, "conf": os.path.exists("/etc/rigger-decoy.conf"),
+                  "drop_in": os.path.exists("/etc/rigger-decoy.d/drop-in.conf")}
+        """
+    )
+    outcomes = result["outcomes"]
+    for case in ("etc file", "file module", "top file", "top link"):
+        assert outcomes[case]["status"] == "failed" and "refusing" in outcomes[case]["msg"], (case, outcomes[case])
+    assert "system directory /etc" in outcomes["etc file"]["msg"]
+    assert result["conf"] and not result["drop_in"]
+    assert outcomes["drop-in"]["status"] == "changed"

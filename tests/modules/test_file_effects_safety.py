@@ -448,3 +448,72 @@ def test_an_entry_swapped_for_a_link_after_its_lstat_keeps_the_targets_mode(tmp_
     finally:
         os.close(directory)
     assert victim.stat().st_mode & 0o777 == 0o600
+
+
+# -- hard links ------------------------------------------------------------------------------
+
+HARDLINK_SETUP = """
+add_decoy_user("rigger-decoy-u", 4243, "/srv/u")
+write("/srv/root/secret", "root secret\\n")
+os.chmod("/srv/root/secret", 0o600)
+os.chmod("/srv/root", 0o700)
+for place in ("/srv/u", "/srv/u/tree"):
+    os.makedirs(place, exist_ok=True)
+    os.chown(place, 4243, 4243)
+os.makedirs("/srv/tmp")
+os.chmod("/srv/tmp", 0o1777)
+# what u could do with fs.protected_hardlinks=0: link root's file into its own places
+for name in ("/srv/u/secret", "/srv/u/tree/secret", "/srv/tmp/x"):
+    os.link("/srv/root/secret", name)
+os.symlink("/srv/root", "/srv/rootlink")
+os.link("/srv/rootlink", "/srv/u/cfg", follow_symlinks=False)  # a root-owned symlink in u's dir
+write("/srv/u/own", "mine\\n")
+os.chown("/srv/u/own", 4243, 4243)
+os.link("/srv/u/own", "/srv/u/own2")  # u's own hard link: u's business
+os.utime("/srv/root/secret", (1000, 1000))
+"""
+
+
+def _secret_state():
+    return """
+st = os.stat("/srv/root/secret")
+result["secret"] = [st.st_uid, oct(st.st_mode & 0o7777), open("/srv/root/secret").read(), st.st_mtime]
+result["copies"] = sorted(
+    p for p in tree("/srv") if os.path.isfile(p) and not os.path.islink(p)
+    and os.stat(p).st_uid == 4243 and "root secret" in open(p).read())
+"""
+
+
+def test_another_owners_hard_link_is_never_chowned_chmodded_read_or_trusted():
+    """Fails today: `file owner/mode` and `recurse` handed root's file to u, lineinfile with
+    `owner: u` gave u a copy of it, and root's symlink hard-linked into u's directory was
+    trusted because root owns it. Real: hard links and symlinks on a decoy tmpfs; the user is
+    a passwd line in the namespace."""
+    result = run_in_decoy_namespace(
+        HARDLINK_SETUP
+        + """
+u = "rigger-decoy-u"
+outcomes = {
+    "chown": converge("file", {"path": "/srv/u/secret", "owner": u}),
+    "chmod": converge("file", {"path": "/srv/u/secret", "mode": "0644"}),
+    "recurse": converge("file", {"path": "/srv/u/tree", "state": "directory", "owner": u, "recurse": True}),
+    "lineinfile owner": converge("lineinfile", {"path": "/srv/tmp/x", "line": "more", "owner": u}),
+    "blockinfile owner": converge("blockinfile", {"path": "/srv/tmp/x", "block": "more", "owner": u}),
+    "lineinfile in u's dir": converge("lineinfile", {"path": "/srv/u/secret", "line": "more"}),
+    "through the linked symlink": converge("copy", {"dest": "/srv/u/cfg/secret", "content": "pwned\\n"}),
+    "touch": converge("file", {"path": "/srv/u/secret", "state": "touch"}),
+    "u's own hard link": converge("file", {"path": "/srv/u/own2", "mode": "0600"}),
+}
+result = {"outcomes": outcomes}
+"""
+        + _secret_state()
+    )
+    outcomes = result["outcomes"]
+    for case, outcome in outcomes.items():
+        if case == "u's own hard link":
+            assert outcome["status"] == "changed", (case, outcome)
+            continue
+        assert outcome["status"] == "failed", (case, outcome)
+        assert "hard link" in outcome["msg"] or "symlink owned by" in outcome["msg"], (case, outcome)
+    assert result["secret"] == [0, "0o600", "root secret\n", 1000.0]
+    assert result["copies"] == []

@@ -1,9 +1,11 @@
 """Every effect on a host file goes through its guarded primitive: a structural check.
 
-Real: the source of every module (``modules/``) and every probe (``engine/probes/``,
-``modules/*/probes/``), parsed with Python's ``ast``. The check fails when code deletes,
-writes, reads or walks files any other way than through the primitive of that kind of
-effect, unless the place is on the reviewed allow-list below with its reason.
+Real: the source of every module and probe (``modules/``) and of the whole engine
+(``engine/``: probes, connections, the run lock, state stores, plans, templating), parsed
+with Python's ``ast``. The check fails when code deletes, writes, reads or walks files any
+other way than through the primitive of that kind of effect, also through library calls
+that open a file by its path (``sqlite3.connect``, ``io.open``), unless the place is on the
+reviewed allow-list below with its reason.
 
 The table is by kind of effect: a kind is its forbidden calls, the primitive (the one
 place those calls belong) and the allowed places. Adding a kind (signals, command lines)
@@ -52,6 +54,15 @@ EXEC_CALLS = {f"os.{name}" for name in ("system", "popen", "posix_spawn", "posix
 EXEC_CALLS |= {f"os.exec{suffix}" for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe")}
 EXEC_CALLS |= {f"os.spawn{suffix}" for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe")}
 EXEC_CALLS |= {f"subprocess.{name}" for name in ("run", "Popen", "call", "check_call", "check_output", "getoutput")}
+OPERATOR = "reads a file the operator names on the controller (a plan file, a record, a limit file, ansible.cfg)"
+OWN_SOURCE = "reads this checkout's own source or schema files on the controller"
+INVENTORY = "lists inventory directories (group_vars, host_vars) on the controller"
+OWN_CHILD = "signals its own child process (started a few lines above, still its child), never another"
+ALIVE = "os.kill(pid, 0): asks whether a process lives, sends no signal"
+PASSWORD_LOOKUP = (
+    "Ansible's password lookup: the password file on the controller, created O_EXCL|O_NOFOLLOW 0600, "
+    "replaced atomically"
+)
 
 EFFECTS: dict[str, Effect] = {
     "delete": Effect(
@@ -59,7 +70,7 @@ EFFECTS: dict[str, Effect] = {
             {"os.remove", "os.unlink", "os.rmdir", "os.removedirs", "shutil.rmtree", "shutil.move", ".unlink", ".rmdir"}
         ),
         primitives=("engine/probes/remove_path.py", "engine/probes/fileio.py"),
-        allowed={"modules/gpu/probes/shm_clean.py": SHM},
+        allowed={"modules/gpu/probes/shm_clean.py": SHM, "engine/templating/password_lookup.py": PASSWORD_LOOKUP},
     ),
     "write": Effect(
         calls=frozenset(
@@ -93,16 +104,40 @@ EFFECTS: dict[str, Effect] = {
                 ".symlink_to",
                 ".rename",
                 ".chmod",
+                "sqlite3.connect",
             }
         ),
         primitives=("engine/probes/fileio.py", "engine/probes/remove_path.py"),
-        allowed={},
+        allowed={
+            "engine/baselines/store.py": "hands SQLite the real path fileio's state-file rules verified "
+            "(open_state_dir/open_state_file) and checks the name is that file again after connecting",
+            "engine/connection/ssh/hostkeys.py": "records a host key in the controller's own known_hosts "
+            "(a 0700 directory of the operator's)",
+            "engine/connection/ssh/sftp.py": "the SFTP fallback's chmod of its own random temp file "
+            "(docs/safety.md: writes over plain SFTP)",
+            "engine/templating/password_lookup.py": PASSWORD_LOOKUP,
+        },
     ),
     "read": Effect(
         calls=frozenset({"open:read", "os.open:read", ".read_text", ".read_bytes"}),
         primitives=("engine/probes/fileio.py", "engine/probes/path_judge.py", "engine/probes/remove_path.py"),
         allowed={
             "engine/probes/__init__.py": "reads the probe sources of this checkout on the controller",
+            "engine/connection/local.py": "calls fileio.read_bytes itself (the name reads as a method)",
+            "engine/connection/remote_python/server.py": "opens os.devnull for a child's stdin",
+            "engine/connection/remote_python/client.py": OWN_SOURCE,
+            "engine/connection/ssh/hostkeys.py": "reads the controller's known_hosts files",
+            "engine/baselines/rollout_view.py": OPERATOR,
+            "engine/config.py": OPERATOR,
+            "engine/docs.py": OWN_SOURCE,
+            "engine/inventory/patterns.py": OPERATOR,
+            "engine/plans/commands.py": OPERATOR,
+            "engine/plans/planfile.py": OPERATOR,
+            "engine/playbook/loader.py": OWN_SOURCE,
+            "engine/runlock/__init__.py": OWN_SOURCE + " (sent to hosts as the lock's program)",
+            "engine/templating/lookups.py": "Ansible's file lookup on the controller, bounded by size",
+            "engine/templating/password_lookup.py": PASSWORD_LOOKUP,
+            "engine/yamlload.py": "the playbook and inventory YAML on the controller: O_NONBLOCK, regular files only",
             "modules/basic/write_file.py": CONTROLLER,
             "modules/files/copy.py": CONTROLLER,
             "modules/files/template.py": CONTROLLER,
@@ -144,7 +179,13 @@ EFFECTS: dict[str, Effect] = {
             }
         ),
         primitives=("engine/probes/signal_procs.py",),
-        allowed={},
+        allowed={
+            "engine/connection/local.py": OWN_CHILD + " (a command past its timeout, by its own session)",
+            "engine/connection/remote_python/server.py": OWN_CHILD + " (the host's remote python ends what it ran)",
+            "engine/runlock/__init__.py": ALIVE,
+            "engine/runlock/lockfile.py": ALIVE,
+            "engine/runlock/holders.py": OWN_CHILD + " (the run-lock holder it started)",
+        },
     ),
     "command": Effect(
         calls=frozenset({*EXEC_CALLS, "shell=True", "run:text"}),
@@ -154,6 +195,11 @@ EFFECTS: dict[str, Effect] = {
             "the server's argv is a list built by serve_vllm/ray_cluster (spec.build_argv: secret options refused)",
             "modules/gpu/probes/gpus.py": "runs nvidia-smi with a fixed argv: no user value on it",
             "modules/gpu/probes/gpu_health.py": "runs nvidia-smi, dmesg and journalctl -k with fixed argv",
+            "engine/connection/local.py": "the local connection itself: runs a task's argv list (no shell)",
+            "engine/connection/remote_python/server.py": "the host's remote python: spawns a task's argv list",
+            "engine/runlock/holders.py": "starts the run-lock holder: the host's python with a fixed program",
+            "engine/templating/lookups.py": "Ansible's pipe lookup runs its term as a shell command on the "
+            "controller, by design (ansible-core does the same)",
         },
     ),
     "walk": Effect(
@@ -173,6 +219,9 @@ EFFECTS: dict[str, Effect] = {
             "modules/checkpoints/probes/model_verify.py": CHECKPOINT_HASH,
             "modules/system/probes/venv_dists.py": "globs a venv's site-packages for dist-info directories",
             "modules/system/probes/find_files.py": FIND,
+            "engine/inventory/__init__.py": INVENTORY,
+            "engine/inventory/varsources.py": INVENTORY,
+            "engine/registry.py": "finds the rooms of this checkout on the controller",
         },
     ),
 }
@@ -237,6 +286,8 @@ def effect_calls(source: str) -> list[tuple[int, str]]:
         name = _dotted(node.func)
         if name is None:
             continue
+        if name == "io.open":
+            name = "open"
         if name in ("open", "os.open"):
             found.append((node.lineno, _open_kind(node, name)))
             continue
@@ -248,7 +299,7 @@ def effect_calls(source: str) -> list[tuple[int, str]]:
                 name
                 if "." in name
                 and not name.startswith(".")
-                and name.split(".")[0] in ("os", "shutil", "tempfile", "glob", "signal", "subprocess")
+                and name.split(".")[0] in ("os", "shutil", "tempfile", "glob", "signal", "subprocess", "sqlite3")
                 else method,
             )
         )
@@ -256,7 +307,7 @@ def effect_calls(source: str) -> list[tuple[int, str]]:
 
 
 def checked_files() -> list[str]:
-    files = sorted((REPO / "modules").rglob("*.py")) + sorted((REPO / "engine" / "probes").glob("*.py"))
+    files = sorted((REPO / "modules").rglob("*.py")) + sorted((REPO / "engine").rglob("*.py"))
     return [path.relative_to(REPO).as_posix() for path in files]
 
 
@@ -305,6 +356,8 @@ def test_the_allow_list_names_only_files_that_exist_and_need_it():
         "ctx.conn.run('apt-get install ' + name)\n",
         "ctx.conn.run(f'pip install {name}')\n",
         "ctx.conn.run(' '.join(['pip', 'install', name]))\n",
+        "import sqlite3\nsqlite3.connect('/srv/state/baselines.sqlite')\n",
+        "import io\nio.open('/etc/x', 'w')\n",
     ],
 )
 def test_a_raw_effect_planted_in_a_module_is_caught(planted):

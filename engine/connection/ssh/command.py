@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from engine.errors import TaskFailed
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 TIMEOUT_KILL_AFTER_S = 5
 
 

@@ -19,8 +19,8 @@ from typing import Any
 
 PERM_BITS = 0o7777
 _OPERATOR = re.compile(r"[+=-]")
-_USERS = re.compile(r"^[ugo]*$")
-_PERMS = re.compile(r"^[rwxXstugo]*$")
+_USERS = re.compile(r"^[ugo]*\Z")
+_PERMS = re.compile(r"^[rwxXstugo]*\Z")
 _SHIFT = {"u": 6, "g": 3, "o": 0}
 _SPECIAL = {"u": {"s": 0o4000}, "g": {"s": 0o2000}, "o": {"t": 0o1000}}
 _CLEARED_BY_EQUALS = {"u": 0o4700, "g": 0o2070, "o": 0o1007}

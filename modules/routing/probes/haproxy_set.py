@@ -16,7 +16,7 @@ USES = ("haproxy_common",)
 MUTATES = True
 
 STATES = ("ready", "drain", "maint")
-NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
+NAME = re.compile(r"^[A-Za-z0-9_.:-]+\Z")
 
 
 def main(args: dict[str, Any]) -> dict[str, Any]:

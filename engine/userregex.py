@@ -1,0 +1,57 @@
+"""User regexes (kill/protect/only patterns) searched with a bound on the text and on the time.
+
+``UserRegex`` searches at most ``MATCH_CHARS`` characters of a text (a process's argv can
+be megabytes) with the ``regex`` package's per-call timeout (``MATCH_TIMEOUT_S``). Why that
+engine: Python's ``re`` has no time bound, and a backtracking pattern such as
+``python.*vllm.*serve`` took seconds on 12 KB of argv (days on 400 KiB); RE2 is linear but
+refuses lookarounds and backreferences that ``re`` accepts, so patterns that validate today
+would break. ``regex`` in VERSION0 reads what ``re`` reads and stops in C once the timeout
+passes, in whatever thread runs it (a signal alarm reaches only the main thread). It is
+imported when a pattern is compiled, so code that never compiles one (a module imported
+by a bare system python) does not need it.
+
+May import: engine.errors.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from engine.errors import TaskFailed
+
+MATCH_CHARS = 16_384  # of a process name or command line; vLLM's fit many times over
+MATCH_TIMEOUT_S = 0.25  # per search; a pattern over it fails the task, nothing is signalled
+
+
+def compile_bounded(pattern: str) -> Any:
+    """The pattern compiled by ``regex`` (VERSION0: ``re``'s syntax); ValueError if it is none."""
+    engine = importlib.import_module("regex")
+    try:
+        return engine.compile(pattern, flags=engine.VERSION0)
+    except engine.error as exc:
+        raise ValueError(str(exc)) from None
+
+
+class UserRegex:
+    """A user's regex searched with bounds (the module docstring says why): at most
+    MATCH_CHARS of the text, at most MATCH_TIMEOUT_S per search."""
+
+    def __init__(self, pattern: str, arg: str) -> None:
+        try:
+            self._compiled = compile_bounded(pattern)
+        except ValueError as exc:
+            raise TaskFailed(f"{arg}: invalid regex {pattern!r}: {exc}") from None
+        self.pattern, self.arg = pattern, arg
+
+    def search(self, text: str) -> bool | None:
+        """Found or not; None when the text is over the bound and its first MATCH_CHARS do
+        not match (the rest is unknown: the caller decides on the safe side)."""
+        try:
+            found = self._compiled.search(text[:MATCH_CHARS], timeout=MATCH_TIMEOUT_S) is not None
+        except TimeoutError:
+            raise TaskFailed(
+                f"{self.arg}: regex {self.pattern!r} took more than {MATCH_TIMEOUT_S}s on {len(text)} characters "
+                "(it backtracks: drop nested or repeated '.*'); nothing was signalled"
+            ) from None
+        return True if found else (None if len(text) > MATCH_CHARS else False)
