@@ -17,7 +17,8 @@ an FP8 checkpoint, FP8 below SM 8.9, an SM 10.x kernel on SM 12.x, a KV cache sm
 max_model_len) adds its named cause and fix (`data.log_cause`). What the start logged about
 itself is `data.log_facts` (attention and NvFp4 MoE backend, `kv_cache_tokens`, custom
 all-reduce off on PCIe, AOT compile / FlashInfer autotune cache hits, the Marlin FP4
-fallback) and the message's tail.
+fallback) and the message's tail; they are kept in the state file (`log_facts`), so a
+later run that finds the server running reports them too.
 
 Every check that can fail (the spec, the model path on the host, who holds the port)
 runs before an old server is stopped: a start that cannot succeed leaves the running
@@ -394,7 +395,8 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     if start is None:
         record = status.record or {}
         return Unchanged(
-            f"vLLM pid {record.get('pid')} running and healthy on port {args['port']}, same spec ({spec_hash[:12]})",
+            f"vLLM pid {record.get('pid')} running and healthy on port {args['port']}, same spec ({spec_hash[:12]})"
+            + loglines.summary(record.get("log_facts") or {}),
             _data(args, record),
         )
     kind, reason = start
@@ -423,6 +425,8 @@ def _data(args: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
         "log_path": record.get("log_path"),
         "state_path": record.get("state_path"),
         "argv": record.get("argv"),
+        # what the start logged about itself, as recorded once it was ready
+        "log_facts": record.get("log_facts") or {},
     }
 
 
@@ -492,7 +496,8 @@ def _start(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec) -> Resul
                 "log_tail": list(ready.log_tail),
             },
         )
-    sessions.record_members(ctx.conn, _state_path(args), sessions.read_status(ctx.conn, _state_path(args), ""))
+    status = sessions.read_status(ctx.conn, _state_path(args), "")
+    sessions.record_members(ctx.conn, _state_path(args), status, ready.log_facts)
     return Result(
         changed=True,
         msg=f"vLLM pid {record['pid']} ready in {ready.elapsed_s:.0f}s on {_base_url(args)}"
