@@ -20,8 +20,14 @@ all-reduce off on PCIe, AOT compile / FlashInfer autotune cache hits, the Marlin
 fallback) and the message's tail; they are kept in the state file (`log_facts`), so a
 later run that finds the server running reports them too.
 
-Every check that can fail (the spec, the model path on the host, who holds the port)
-runs before an old server is stopped: a start that cannot succeed leaves the running
+Before a multi-GPU start on a PCIe-only host (NVML: no NVLink link up), a 2-rank all-reduce
+with torch.distributed, run by the launcher's interpreter with the serve env, must finish
+within `collective_smoke_timeout_s` (modules/serving/collective.py): NCCL has hung on the
+first all-reduce there unless `NCCL_P2P_DISABLE=1`, so a hang or a failure refuses the start
+with that remedy (`data.collective_smoke`).
+
+Every check that can fail (the spec, the model path on the host, who holds the port, the
+collective smoke test) runs before an old server is stopped: a start that cannot succeed leaves the running
 server as it was. A model, served name or other flag value starting with `-` is refused
 (vLLM would read it as a flag).
 
@@ -58,6 +64,7 @@ from engine.module_api import (
 )
 from modules.serving import loglines
 from modules.serving import session as sessions
+from modules.serving.collective import run_smoke
 from modules.serving.packages import package_fingerprint
 from modules.serving.readiness import liveness
 from modules.serving.spec import (
@@ -205,6 +212,23 @@ SCHEMA: dict[str, Any] = {
             "description": "A running server with this spec whose /health says 200 is still checked "
             "for progress: a process of it stopped (T) or stuck (D), or a 1-token completion not back "
             "within this many seconds, is wedged, and is restarted (spec unchanged) as a down server is.",
+        },
+        "collective_smoke": {
+            "type": "string",
+            "enum": ["auto", "always", "never"],
+            "default": "auto",
+            "description": "A bounded 2-rank all-reduce (torch.distributed, run by the launcher's interpreter "
+            "with the serve env) before the start; a hang or a failure refuses it, before anything is stopped, "
+            "with the NCCL_P2P_DISABLE=1 remedy. `auto`: on a multi-GPU start (tensor x pipeline parallel > 1) "
+            "on a host whose NVML shows no NVLink link up (PCIe only, where NCCL has hung on the first "
+            "all-reduce); `always`: before every start (gloo on a host without CUDA); `never`.",
+        },
+        "collective_smoke_timeout_s": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 60,
+            "description": "Seconds the smoke test may take, torch's import included; past them its ranks are "
+            "killed and the start is refused as hung.",
         },
         "ready_timeout_s": {
             "type": "number",
@@ -536,6 +560,7 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     spec = _read_spec(ctx.conn, args)  # everything that can fail, before anything is stopped
     _check_model(ctx.conn, args)
     _check_port(ctx.conn, args, status)
+    smoke = run_smoke(ctx, args, spec.env)
     _stop(ctx, args, status)
     sessions.ensure_port_free(ctx.conn, int(args["port"]), float(args["stop_timeout_s"]))
     result = _start(ctx, args, spec)
@@ -543,6 +568,6 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
         changed=True,
         msg=f"{change.summary}: {result.msg}",
         diffs=change.diffs,
-        data=result.data,
+        data={**result.data, "collective_smoke": smoke},
         warnings=(*_warnings(args), *result.warnings),
     )
