@@ -5,7 +5,8 @@ all-reduce unless ``NCCL_P2P_DISABLE=1`` (local-inference-lab/rtx6kpro#15; the s
 GPUs at 100 % utilisation at idle power with no log progress, in #21). A vLLM start that
 hits it waits its whole readiness timeout. The smoke test (probe ``collective_smoke``, run
 by the launcher's own interpreter so the torch and NCCL are the server's) does a 2-rank
-all-reduce on the GPUs the server will use, with the serve environment, and kills it at a
+all-reduce (one rank on a single-GPU start asked for with ``always``) on the GPUs the
+server will use, with the serve environment, and kills it at a
 deadline of seconds: a hang or a failure refuses the start before anything is stopped,
 naming the remedy. On a host without CUDA the same harness runs with gloo on the CPU.
 
@@ -26,6 +27,8 @@ P2P_VAR = "NCCL_P2P_DISABLE"
 SOURCE = "local-inference-lab/rtx6kpro#15, #21"
 # the probe's own deadline is the test's; the connection's is a backstop past it
 TRANSPORT_MARGIN_S = 30.0
+# two ranks find the P2P hang; a single-GPU start (collective_smoke: always) gets one, since
+# NCCL cannot put two ranks on one GPU (a 1-rank NCCL all-reduce still proves NCCL comes up)
 RANKS = 2
 
 
@@ -58,10 +61,11 @@ def why_run(ctx: TaskContext, args: Mapping[str, Any]) -> str | None:
 def _said(answer: Mapping[str, Any]) -> str:
     backend = answer.get("backend")
     devices = answer.get("visible_devices")
-    where = f"CUDA_VISIBLE_DEVICES={devices}" if devices else "the first two visible GPUs"
+    where = f"CUDA_VISIBLE_DEVICES={devices}" if devices else "the first visible GPUs"
     if backend != "nccl":
         where = "the CPU"
-    return f"a {RANKS}-rank all-reduce ({backend}, on {where}, torch {answer.get('torch_version')})"
+    ranks = len(answer.get("ranks") or []) or RANKS
+    return f"a {ranks}-rank all-reduce ({backend}, on {where}, torch {answer.get('torch_version')})"
 
 
 def remedy(env: Mapping[str, str]) -> str:
@@ -111,8 +115,9 @@ def run_smoke(ctx: TaskContext, args: Mapping[str, Any], env: Mapping[str, str])
             {"collective_smoke": {"why": why}},
         )
     timeout_s = float(args["collective_smoke_timeout_s"])
-    ctx.progress(f"collective smoke test ({why}): {RANKS}-rank all-reduce, at most {timeout_s:g} s")
-    request = {"ranks": RANKS, "timeout_s": timeout_s, "backend": "auto", "env": dict(env)}
+    ranks = min(RANKS, world_size(args))
+    ctx.progress(f"collective smoke test ({why}): {ranks}-rank all-reduce, at most {timeout_s:g} s")
+    request = {"ranks": ranks, "timeout_s": timeout_s, "backend": "auto", "env": dict(env)}
     try:
         answer = ctx.conn.run_probe_under(python, "collective_smoke", request, timeout_s=timeout_s + TRANSPORT_MARGIN_S)
     except ProbeError as exc:

