@@ -149,6 +149,8 @@ EFFECTS: dict[str, Effect] = {
             "the server's argv is a list built by serve_vllm/ray_cluster (spec.build_argv: secret options refused)",
             "modules/gpu/probes/gpus.py": "runs nvidia-smi with a fixed argv: no user value on it",
             "modules/gpu/probes/gpu_health.py": "runs nvidia-smi, dmesg and journalctl -k with fixed argv",
+            "modules/gpu/probes/collective_smoke.py": "starts its own fixed rank program under sys.executable (the "
+            "vLLM venv's python); its arguments on stdin, no user value on argv; ends ranks through signal_procs",
         },
     ),
     "walk": Effect(
