@@ -10,7 +10,14 @@ Needs python3 with torch (CUDA build) and nvidia-ml-py. What it does:
 0. health: reads every health field of the GPU straight through NVML (ECC, retired pages,
    remapped rows, clock event reasons, PCIe link, persistence mode, fabric, XID events)
    and prints each beside what rigger's gpu_health probe read and what ensure_gpus_healthy's
-   verdict made of it (`--health-only` stops after this, exit 0);
+   verdict made of it, and the topology it reports (NVLink links up per GPU, P2P read status
+   per pair) (`--health-only` stops after this, exit 0);
+0b. collective: where this python's torch sees CUDA, rigger's collective_smoke probe (the
+   bounded all-reduce serve_vllm runs before a multi-GPU start on a PCIe-only host) with
+   NCCL: 2 ranks on GPUs 0 and 1, or 1 rank where there is one GPU (NCCL cannot put two ranks
+   on one GPU), killed after --collective-timeout-s; prints the outcome and what serve_vllm
+   would say (`--collective-only` stops after this: exit 0 passed, 1 not). Without torch
+   with CUDA it says so and goes on;
 1. reads the GPU through rigger's `gpus` probe (real NVML) for the idle baseline;
 2. starts a child python that allocates --gib GiB on that GPU with torch and sleeps
    (its command line carries a marker; CUDA_DEVICE_ORDER=PCI_BUS_ID so the CUDA index
@@ -61,6 +68,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--appear-timeout-s", type=float, default=120.0, help="how long to wait for NVML to list the child"
     )
     parser.add_argument("--health-only", action="store_true", help="only compare the health readings, then exit")
+    parser.add_argument(
+        "--collective-only", action="store_true", help="only the health readings and the NCCL smoke test, then exit"
+    )
+    parser.add_argument(
+        "--collective-timeout-s",
+        type=float,
+        default=120.0,
+        help="deadline of the NCCL smoke test (torch import included)",
+    )
     args = parser.parse_args(argv)
     if args.gib <= 0 or args.gpu < 0:
         parser.error("--gib must be > 0 and --gpu >= 0")
@@ -78,8 +94,10 @@ def rigger() -> Any:
     from engine.connection.local import LocalConnection
     from engine.module_api import Change, TaskContext, TaskFailed, Unchanged
     from modules.gpu import ensure_gpus_healthy, ensure_gpus_idle
+    from modules.serving import collective
 
     return SimpleNamespace(
+        collective=collective,
         ensure_gpus_healthy=ensure_gpus_healthy,
         ScopedConnection=ScopedConnection,
         LocalConnection=LocalConnection,
@@ -167,7 +185,39 @@ def health(r: Any, index: int) -> dict[str, Any]:
         say(f"[health] GPU {index} {name}: NVML {raw[name]} | rigger {gpu['readings'].get(name)} | {judged}")
     say(f"[health] GPU {index} xids (NVML events while listening): {gpu['readings'].get('xids')}")
     say(f"[health] host verdict: {verdict.msg}")
-    return {"verdict": verdict.data["verdict"], "gpu_verdict": gpu["verdict"], "fields": rows}
+    topology = verdict.data["topology"]
+    say(f"[topology] NVLink links up per GPU: {topology['nvlink_links_up']}; PCIe only: {topology['pcie_only']}")
+    say(f"[topology] P2P read per pair: {topology['p2p_summary'] or 'none read'}")
+    return {"verdict": verdict.data["verdict"], "gpu_verdict": gpu["verdict"], "fields": rows, "topology": topology}
+
+
+CUDA_CHECK = "import json, torch; print(json.dumps([bool(torch.cuda.is_available()), torch.cuda.device_count()]))"
+
+
+def collective(r: Any, timeout_s: float) -> dict[str, Any]:
+    """rigger's collective_smoke probe with NCCL, where this python's torch sees CUDA."""
+    seen = subprocess.run([sys.executable, "-c", CUDA_CHECK], capture_output=True, text=True, timeout=120, check=False)
+    try:
+        available, count = json.loads(seen.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        available, count = False, 0
+    if not available or count < 1:
+        why = (seen.stderr.strip().splitlines() or ["torch.cuda.is_available() is false"])[-1]
+        say(f"[collective] skipped: no torch with CUDA in {sys.executable} ({why})")
+        return {"outcome": "skipped", "why": why}
+    ranks = min(2, int(count))
+    request = {"ranks": ranks, "timeout_s": timeout_s, "backend": "nccl", "env": {}}
+    conn = r.ScopedConnection(r.LocalConnection())
+    answer: dict[str, Any] = conn.run_probe_under(sys.executable, "collective_smoke", request, timeout_s=timeout_s + 60)
+    say(
+        f"[collective] {ranks}-rank NCCL all-reduce: {answer['outcome']} in {answer['elapsed_s']} s "
+        f"(torch {answer.get('torch_version')}, NCCL {answer.get('nccl_version')})"
+    )
+    for rank in answer["ranks"]:
+        say(f"[collective] rank {rank['rank']} on {rank.get('device')}: value {rank.get('value')}, rc {rank['rc']}")
+    refusal = r.collective.failure(answer, {})
+    say(f"[collective] serve_vllm would say: {refusal or 'passed, the start goes on'}")
+    return answer
 
 
 def show(label: str, gpu: dict[str, Any]) -> None:
@@ -259,6 +309,10 @@ def main(argv: list[str]) -> int:
         if args.health_only:
             say(json.dumps({"health": checked}, default=str))
             return 0
+        smoke = collective(r, args.collective_timeout_s)
+        if args.collective_only:
+            say(json.dumps({"health": checked, "collective": smoke}, default=str))
+            return 0 if smoke["outcome"] in ("passed", "skipped") else 1
         show("baseline", baseline)
         child = start_child(args)
     except SystemExit as stop:
@@ -286,6 +340,8 @@ def main(argv: list[str]) -> int:
         "memory_back_to_baseline": after["memory_used_mib"] <= baseline["memory_used_mib"] + args.tolerance_mib,
         "idempotent": outcome["second_plan_ok"],
     }
+    if smoke["outcome"] != "skipped":
+        checks["collective_passed"] = smoke["outcome"] == "passed"
     summary = {
         "checks": checks,
         "baseline_mib": baseline["memory_used_mib"],
@@ -298,6 +354,7 @@ def main(argv: list[str]) -> int:
         "mib_freed": outcome["data"]["mib_freed"],
         "seconds_waited": outcome["data"]["seconds_waited"],
         "health": checked,
+        "collective": smoke,
     }
     say("PASS" if all(checks.values()) else f"FAIL: {[k for k, v in checks.items() if not v]}")
     say(json.dumps(summary, default=str))

@@ -16,7 +16,10 @@ Every finding names its rule, the GPU, the evidence and the operator's next step
 the GPU, restart the fabric manager, reboot, drain and RMA). `data`: `verdict`,
 `findings`, `gpus` (readings and findings per GPU), `rules` (findings per rule). A refuse
 verdict fails the task (`fail_on`) and, with `quarantine`, marks the host quarantined on
-the controller (serving tasks then skip it; `rigger quarantine clear HOST`); when more
+the controller (serving tasks then skip it; `rigger quarantine clear HOST`) when a hardware
+rule refused it: a host that only does not match the declared layout (GPU count, model,
+memory, compute capability: a configuration mistake) is refused, never quarantined
+(`data.configuration_mistake`); when more
 than `max_refused_share` of the play's hosts are refused at once the run stops instead
 (circuit breaker). Read-only: it runs whole in check mode (which records no quarantine).
 """
@@ -181,8 +184,9 @@ SCHEMA: dict[str, Any] = {
         "quarantine": {
             "type": "boolean",
             "default": True,
-            "description": "A refuse verdict quarantines the host on the controller, so serving tasks skip "
-            "it in later runs until `rigger quarantine clear HOST`.",
+            "description": "A refuse verdict from a hardware rule quarantines the host on the controller, so "
+            "serving tasks skip it in later runs until `rigger quarantine clear HOST`. A layout mismatch "
+            "(GPU count, model, memory, compute capability) refuses without quarantine: a configuration mistake.",
         },
     },
 }
@@ -266,10 +270,14 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Unchanged:
         "topology": topology(answer),
         "circuit_breaker": {"max_share": args["max_refused_share"]},
     }
-    if verdict == "refuse" and args["quarantine"]:
-        reasons = sorted({f.rule for f in found if f.severity == "refuse"})
+    hardware = health_rules.hardware_refusals(found)
+    if hardware and args["quarantine"]:
+        reasons = sorted({f.rule for f in hardware})
         data["quarantine"] = {"reason": "GPU health refused: " + ", ".join(reasons)}
     msg = _summary(verdict, answer, found) + _topology_line(data["topology"])
+    if verdict == "refuse" and not hardware:
+        data["configuration_mistake"] = True
+        msg += "; the host does not match the declared layout (a configuration mistake): not quarantined"
     failing = {"refuse": ("refuse",), "warn": ("refuse", "warn"), "never": ()}[args["fail_on"]]
     if verdict in failing:
         raise TaskFailed(msg, data)

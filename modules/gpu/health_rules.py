@@ -23,6 +23,11 @@ RESEAT = "check the card's seating, riser and slot (a reboot retrains the link);
 COOLING = "check the GPU's cooling and power (fans, airflow, PSU); drain the host if it persists"
 PERSISTENCE = "enable persistence mode (`nvidia-smi -pm 1`, or run nvidia-persistenced)"
 DECLARE = "run the play on a host that has them, or change what the play declares"
+# Rules that compare the host with what the play declares (count, model, memory, compute
+# capability): a refusal there is a configuration mistake (the wrong host, or the wrong
+# declaration), not a broken machine, so it refuses without quarantining the host. A GPU
+# that fell off the bus also lowers the count, but its XID 79 (a hardware rule) quarantines.
+LAYOUT_RULES = frozenset({"gpu-count", "gpu-model", "gpu-memory", "compute-capability"})
 # What to do after an XID, by XID (NVIDIA's XID catalog); others: the application's error.
 XID_STEPS = {
     48: RESET,  # double-bit ECC error
@@ -325,6 +330,11 @@ def findings(answer: Mapping[str, Any], args: Args) -> list[Finding]:
         for rule in GPU_RULES:
             found.extend(rule(gpu, args))
     return found
+
+
+def hardware_refusals(found: Iterable[Finding]) -> list[Finding]:
+    """The refusing findings that say the machine is unfit (not the layout declared for it)."""
+    return [f for f in found if f.severity == "refuse" and f.rule not in LAYOUT_RULES]
 
 
 def verdict(found: Iterable[Finding]) -> str:

@@ -13,6 +13,8 @@ from modules.serving.packages import vllm_info
 
 # Flags whose value differs from host to host without changing what is served.
 PLACE_FLAGS = ("--host", "--port")
+# what a key says for a part that was not read
+UNKNOWN = BaselineKey.of({}).vllm
 
 
 def flags_hash(argv: Sequence[str] | None) -> str | None:
@@ -55,10 +57,31 @@ def _versions(conn: ScopedConnection, argv: Sequence[str] | None) -> tuple[str |
     return (f"{name} {version}" if version else None), answer.get("torch_version")
 
 
+def server_argv(conn: ScopedConnection, server: Mapping[str, Any] | None) -> Sequence[str] | None:
+    """The argv the server was launched with: what serve_vllm registered (`argv`), else the
+    record in its state file (`state_path`, registered too: a result that carries no argv,
+    such as a `stopped` or check-mode one, still names where the server is recorded)."""
+    server = server or {}
+    argv = server.get("argv")
+    if argv:
+        return [str(item) for item in argv]
+    state_path = server.get("state_path")
+    if not state_path:
+        return None
+    answer = conn.run_probe("vllm_state", {"state_path": str(state_path), "health_url": ""})
+    recorded = (answer.get("record") or {}).get("argv")
+    return [str(item) for item in recorded] if recorded else None
+
+
+def unknown_parts(key: BaselineKey) -> list[str]:
+    """The parts of a measurement's key that say ``unknown`` and that the server decides."""
+    return [name for name in ("vllm", "torch", "flags_hash") if getattr(key, name) == UNKNOWN]
+
+
 def baseline_key(
     ctx: TaskContext, model: str, server: Mapping[str, Any] | None, revision: str | None = None
 ) -> BaselineKey:
-    argv = (server or {}).get("argv")
+    argv = server_argv(ctx.conn, server)
     vllm, torch = _versions(ctx.conn, argv)
     return BaselineKey.of(
         {

@@ -18,7 +18,8 @@ back within `wedge_timeout_s`. Only then is it measured.
 
 Every result is stored on the controller (`rigger baselines` lists them), keyed by host,
 model and `revision`, the vLLM and torch versions and the flags' hash of the `server`
-serve_vllm registered, and the GPU type.
+serve_vllm registered (its argv, else the argv its state file records), and the GPU type;
+a part that could not be read is stored as `unknown` and warned about.
 
 Check mode skips it: the server it would measure is the one the play's earlier tasks
 would have started or restarted, which check mode did not do; measuring whatever runs
@@ -32,7 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.module_api import Change, Result, TaskContext, TaskFailed
-from modules.serving.baseline import baseline_key, record
+from modules.serving.baseline import baseline_key, record, unknown_parts
 from modules.serving.bench import BenchSummary, summarize
 from modules.serving.readiness import FATAL_PATTERNS, hint_for, liveness
 
@@ -136,8 +137,9 @@ SCHEMA: dict[str, Any] = {
             "type": ["object", "null"],
             "default": None,
             "description": "What serve_vllm registered for this server (`register: vllm`, then "
-            '`server: "{{ vllm }}"`): its argv keys the stored baseline (flags\' hash, '
-            "vLLM and torch versions of its interpreter).",
+            '`server: "{{ vllm }}"`): its argv (or, without one, the argv in the state file at its '
+            "`state_path`) keys the stored baseline (flags' hash, vLLM and torch versions of its "
+            "interpreter). Without it those parts are stored as `unknown`, with a warning.",
         },
         "revision": {
             "type": ["string", "null"],
@@ -245,6 +247,15 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     key = baseline_key(ctx, str(args["model"]), args["server"], args["revision"])
     record(key, summary.as_data(), "check_serving")
     data = {**summary.as_data(), "url": url, "model": args["model"], "baseline_key": key.as_data()}
+    unknown = unknown_parts(key)
+    warnings = (
+        (
+            f"the stored measurement's {', '.join(unknown)} is unknown: pass the serve_vllm result as "
+            '`server` (`register: vllm`, then `server: "{{ vllm }}"`) so `rigger baselines` compares like with like',
+        )
+        if unknown
+        else ()
+    )
     message = _message(summary, url)
     if summary.errors:
         failed = f"{message}; first errors: {'; '.join(summary.first_errors)}"
@@ -256,4 +267,4 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
         raise TaskFailed(failed, {**data, "fatal_line": crash})
     if summary.tokens_per_s < float(args["min_tokens_per_s"]):
         raise TaskFailed(f"{message}; below min_tokens_per_s {args['min_tokens_per_s']}", data)
-    return Result(changed=False, msg=message, data=data)
+    return Result(changed=False, msg=message, data=data, warnings=warnings)

@@ -17,7 +17,8 @@ an FP8 checkpoint, FP8 below SM 8.9, an SM 10.x kernel on SM 12.x, a KV cache sm
 max_model_len) adds its named cause and fix (`data.log_cause`). What the start logged about
 itself is `data.log_facts` (attention and NvFp4 MoE backend, `kv_cache_tokens`, custom
 all-reduce off on PCIe, AOT compile / FlashInfer autotune cache hits, the Marlin FP4
-fallback) and the message's tail.
+fallback) and the message's tail; they are kept in the state file (`log_facts`), so a
+later run that finds the server running reports them too.
 
 The state file is written "starting" (with the server's identity and spec hash) before the
 wait for readiness begins and "ready" once it answered. A run interrupted in between leaves
@@ -26,8 +27,14 @@ same spec waits for it (up to `ready_timeout_s` counted from the server's own st
 instead of restarting it; one that finds it dead, or another spec wanted, says so and
 starts anew.
 
-Every check that can fail (the spec, the model path on the host, who holds the port)
-runs before an old server is stopped: a start that cannot succeed leaves the running
+Before a multi-GPU start on a PCIe-only host (NVML: no NVLink link up), a 2-rank all-reduce
+with torch.distributed, run by the launcher's interpreter with the serve env, must finish
+within `collective_smoke_timeout_s` (modules/serving/collective.py): NCCL has hung on the
+first all-reduce there unless `NCCL_P2P_DISABLE=1`, so a hang or a failure refuses the start
+with that remedy (`data.collective_smoke`).
+
+Every check that can fail (the spec, the model path on the host, who holds the port, the
+collective smoke test) runs before an old server is stopped: a start that cannot succeed leaves the running
 server as it was. A model, served name or other flag value starting with `-` is refused
 (vLLM would read it as a flag).
 
@@ -64,6 +71,7 @@ from engine.module_api import (
 )
 from modules.serving import loglines
 from modules.serving import session as sessions
+from modules.serving.collective import run_smoke
 from modules.serving.packages import package_fingerprint
 from modules.serving.readiness import liveness
 from modules.serving.spec import (
@@ -211,6 +219,23 @@ SCHEMA: dict[str, Any] = {
             "description": "A running server with this spec whose /health says 200 is still checked "
             "for progress: a process of it stopped (T) or stuck (D), or a 1-token completion not back "
             "within this many seconds, is wedged, and is restarted (spec unchanged) as a down server is.",
+        },
+        "collective_smoke": {
+            "type": "string",
+            "enum": ["auto", "always", "never"],
+            "default": "auto",
+            "description": "A bounded 2-rank all-reduce (torch.distributed, run by the launcher's interpreter "
+            "with the serve env) before the start; a hang or a failure refuses it, before anything is stopped, "
+            "with the NCCL_P2P_DISABLE=1 remedy. `auto`: on a multi-GPU start (tensor x pipeline parallel > 1) "
+            "on a host whose NVML shows no NVLink link up (PCIe only, where NCCL has hung on the first "
+            "all-reduce); `always`: before every start (gloo on a host without CUDA); `never`.",
+        },
+        "collective_smoke_timeout_s": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 60,
+            "description": "Seconds the smoke test may take, torch's import included; past them its ranks are "
+            "killed and the start is refused as hung.",
         },
         "ready_timeout_s": {
             "type": "number",
@@ -426,7 +451,8 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     if start is None:
         record = status.record or {}
         return Unchanged(
-            f"vLLM pid {record.get('pid')} running and healthy on port {args['port']}, same spec ({spec_hash[:12]})",
+            f"vLLM pid {record.get('pid')} running and healthy on port {args['port']}, same spec ({spec_hash[:12]})"
+            + loglines.summary(record.get("log_facts") or {}),
             _data(args, record),
         )
     kind, reason = start
@@ -459,6 +485,8 @@ def _data(args: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
         "log_path": record.get("log_path"),
         "state_path": record.get("state_path"),
         "argv": record.get("argv"),
+        # what the start logged about itself, as recorded once it was ready
+        "log_facts": record.get("log_facts") or {},
     }
 
 
@@ -555,7 +583,8 @@ def _until_ready(
                 "log_tail": list(ready.log_tail),
             },
         )
-    sessions.record_members(ctx.conn, _state_path(args), sessions.read_status(ctx.conn, _state_path(args), ""))
+    status = sessions.read_status(ctx.conn, _state_path(args), "")
+    sessions.record_members(ctx.conn, _state_path(args), status, ready.log_facts)
     return data
 
 
@@ -617,6 +646,7 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
         return _await_starting(ctx, args, spec, status)
     _check_model(ctx.conn, args)
     _check_port(ctx.conn, args, status)
+    smoke = run_smoke(ctx, args, spec.env)
     _stop(ctx, args, status)
     sessions.ensure_port_free(ctx.conn, int(args["port"]), float(args["stop_timeout_s"]))
     result = _start(ctx, args, spec)
@@ -624,6 +654,6 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
         changed=True,
         msg=f"{change.summary}: {result.msg}",
         diffs=change.diffs,
-        data=result.data,
+        data={**result.data, "collective_smoke": smoke},
         warnings=(*_warnings(args), *result.warnings),
     )

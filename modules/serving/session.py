@@ -92,14 +92,20 @@ def read_status(conn: ScopedConnection, state_path: str, health_url: str) -> Ser
     )
 
 
-def record_members(conn: ScopedConnection, state_path: str, status: ServerStatus) -> None:
+def record_members(
+    conn: ScopedConnection, state_path: str, status: ServerStatus, log_facts: Mapping[str, Any] | None = None
+) -> None:
     """Add to the state file the identities of the server's processes running now, so they
     are still known as ours when their parent is gone (orphans carry no other proof), and
-    mark it ready (called once the server answered)."""
+    mark it ready (called once the server answered), with what its start logged about itself
+    (``log_facts``: modules/serving/loglines.py), so a later run (``inspected``, an unchanged
+    start) reports them without the log."""
     if status.record is None or not status.leader_alive:
         return
     members = [{"pid": int(p["pid"]), "start_time": int(p["start_time"])} for p in status.session]
     record = {**dict(status.record), "members": members, "state": READY}
+    if log_facts is not None:
+        record["log_facts"] = dict(log_facts)
     conn.write_file(state_path, json.dumps(record, indent=2, sort_keys=True).encode(), mode=0o600)
 
 

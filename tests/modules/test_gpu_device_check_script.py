@@ -113,3 +113,17 @@ def test_health_only_prints_nvml_beside_rigger_and_its_verdict(tmp_path: Path) -
     assert sbe == "[health] GPU 0 retired_pages_sbe: NVML NVML: Not Supported | rigger None | ok"
     assert any(line.startswith("[health] host verdict: refuse: 1 GPU(s) (nvml)") for line in lines)
     assert json.loads(lines[-1])["health"]["verdict"] == "refuse"
+
+
+def test_collective_only_reports_the_topology_and_skips_nccl_without_torch_cuda(tmp_path: Path) -> None:
+    """No torch here: the NCCL smoke test says it is skipped and why; the topology fact is
+    ensure_gpus_healthy's (fake NVML: two PCIe-only GPUs). The NCCL run itself is for a GPU."""
+    fake = fakenvml.create(tmp_path)
+    fake.write([fakenvml.gpu(0), fakenvml.gpu(1)])
+    done = run("--collective-only", env=fake.env())
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "[topology] NVLink links up per GPU: {0: 0, 1: 0}; PCIe only: True" in lines, lines
+    assert any(line.startswith("[collective] skipped: no torch with CUDA in ") for line in lines), lines
+    summary = json.loads(lines[-1])
+    assert summary["collective"]["outcome"] == "skipped" and summary["health"]["topology"]["pcie_only"] is True

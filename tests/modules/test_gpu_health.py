@@ -154,6 +154,23 @@ def test_a_host_that_cannot_run_the_declared_layout_is_refused(
     assert data["verdict"] == "refuse", msg
     assert [f["rule"] for f in data["findings"]] == [rule] * len(data["findings"])
     assert f"[{rule}]" in msg
+    # a configuration mistake, not a broken machine: refused, never quarantined
+    assert "quarantine" not in data and data["configuration_mistake"] is True
+    assert msg.endswith("(a configuration mistake): not quarantined")
+
+
+def test_a_layout_mismatch_with_a_hardware_fault_quarantines_for_the_fault(fake: Any, quiet_log: str) -> None:
+    fake.write([fakenvml.gpu(0, ecc_uncorrected_volatile=1)])
+    msg, data = judge(quiet_log, min_memory_mib=143000)
+    assert {f["rule"] for f in data["findings"]} == {"gpu-memory", "ecc-volatile"}
+    assert data["quarantine"] == {"reason": "GPU health refused: ecc-volatile"}
+    assert "configuration_mistake" not in data and "not quarantined" not in msg
+
+
+def test_quarantine_false_never_marks_even_a_hardware_fault(fake: Any, quiet_log: str) -> None:
+    fake.write([fakenvml.gpu(0, ecc_uncorrected_volatile=1)])
+    _, data = judge(quiet_log, quarantine=False)
+    assert data["verdict"] == "refuse" and "quarantine" not in data
 
 
 def test_the_declared_layout_on_the_right_host_serves(fake: Any, quiet_log: str) -> None:

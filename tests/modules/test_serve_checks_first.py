@@ -7,6 +7,8 @@ Real: the module's schema as the engine validates it, the probes on the local ho
 
 from __future__ import annotations
 
+import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +58,30 @@ def test_a_flag_shaped_model_exits_4_naming_the_line(rigger: Any, tmp_path: Path
     run = rigger("run", str(book))
     assert run.rc == 4, run.stderr
     assert f"{book}:6: model: '--trust-remote-code' does not match" in run.stderr
+
+
+def test_a_hung_collective_smoke_test_refuses_the_start_before_anything_is_stopped(tmp_path: Path) -> None:
+    """The PCIe-only multi-GPU case (issue 32). Real: apply's order, the smoke test's probe
+    and ranks. Not real: the GPUs (facts as ensure_gpus_healthy's NVML readings give them:
+    no NVLink link up) and torch (tests/fakes/standin_torch, whose all_reduce hangs)."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    with socket.socket() as sock:  # a port no one holds: the kernel's choice
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    standin = Path(__file__).resolve().parents[1] / "fakes" / "standin_torch"
+    args = args_for(
+        tmp_path,
+        model=str(model),
+        port=port,
+        launcher=sys.executable,
+        tensor_parallel_size=2,
+        collective_smoke_timeout_s=1,
+        env={"PYTHONPATH": str(standin), "STANDIN_TORCH": "hang"},
+    )
+    gpus = [{"index": i, "name": "NVIDIA RTX PRO 6000", "nvlink_links_up": 0} for i in range(2)]
+    ctx = TaskContext("localhost", ScopedConnection(LocalConnection()), {"gpus": gpus}, {})
+    with pytest.raises(TaskFailed, match=r"did not complete within 1 s \(hung.*NCCL_P2P_DISABLE"):
+        serve_vllm.apply(ctx, args, Change("start vLLM"))
+    assert not (tmp_path / "state").exists() or not any((tmp_path / "state").iterdir()), "nothing launched"

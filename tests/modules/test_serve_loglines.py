@@ -9,12 +9,16 @@ the wait test is a RecordedHost replaying probe answers built from those lines.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from test_serve_readiness import CPU_LOG, answer, replay, run_wait
 
+from engine.connection.local import LocalConnection
+from engine.module_api import ScopedConnection
 from modules.serving import loglines
+from modules.serving import session as sessions
 from modules.serving.readiness import fatal_line, hint_for
 
 LOGS = Path(__file__).parent / "vllm_logs"
@@ -134,3 +138,20 @@ def test_a_fatal_start_carries_the_named_cause_in_its_failure() -> None:
     message = ready.failure_message("/var/log/vllm.log")
     assert "hint: triton-mla-fp8-kv: " in message and "PR #34597" in message
     assert ready.log_facts["attention_backend"] == "TRITON_MLA"
+
+
+def test_the_facts_are_kept_in_the_state_file_once_the_server_is_ready(tmp_path: Path) -> None:
+    """Real: session.record_members writing the state file through the local connection (as
+    serve_vllm does once readiness passed). Not real: the status handed to it is built
+    here (a live leader and one member), not read from running processes."""
+    state = tmp_path / "tiny.json"
+    record = {"pid": 7100, "start_time": 123456, "argv": ["python3"], "spec_hash": "abc"}
+    state.write_text(json.dumps(record))
+    status = sessions.ServerStatus(record, True, ({"pid": 7101, "start_time": 123457},), 200, None)
+    facts = loglines.facts_from(START)
+    sessions.record_members(ScopedConnection(LocalConnection()), str(state), status, facts)
+    written = json.loads(state.read_text())
+    assert written["log_facts"] == facts and written["log_facts"]["kv_cache_tokens"] == 512192
+    assert written["members"] == [{"pid": 7101, "start_time": 123457}]
+    assert {k: written[k] for k in record} == record
+    assert state.stat().st_mode & 0o777 == 0o600

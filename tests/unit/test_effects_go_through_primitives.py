@@ -200,6 +200,8 @@ EFFECTS: dict[str, Effect] = {
             "engine/runlock/holders.py": "starts the run-lock holder: the host's python with a fixed program",
             "engine/templating/lookups.py": "Ansible's pipe lookup runs its term as a shell command on the "
             "controller, by design (ansible-core does the same)",
+            "modules/gpu/probes/collective_smoke.py": "starts its own fixed rank program under sys.executable (the "
+            "vLLM venv's python); its arguments on stdin, no user value on argv; ends ranks through signal_procs",
         },
     ),
     "walk": Effect(
