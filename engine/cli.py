@@ -14,8 +14,8 @@ import click
 
 from engine import __version__, config, docs, registry
 from engine.errors import EXIT_BAD_OPTIONS, EXIT_INTERRUPTED, EXIT_UNEXPECTED, OptionsError, RiggerError
-from engine.inventory import listing, load_inventory, require_limit_matches, select_hosts
-from engine.model import Inventory, Play, Playbook, all_tasks
+from engine.inventory import listing, load_inventory, require_limit_matches, select_hosts, targeted_connections
+from engine.model import Inventory, Play, Playbook, all_tasks, host_patterns
 from engine.output.console import ConsoleSink
 from engine.output.events import Notice, Sink
 from engine.output.jsonl import JsonlSink
@@ -175,6 +175,7 @@ def run(
         start_at_task=flags.start_at_task,
     )
     require_limit_matches(inventory, limit)
+    unused += targeted_connections(inventory, host_patterns(book), limit)
     sink = _sink(output, diff, verbose)
     for warning in [*cfg.warnings(), *unused]:
         sink.emit(Notice("warning", warning))
@@ -314,7 +315,12 @@ def validate(playbook: str, inventories: tuple[str, ...], extra: tuple[str, ...]
     inventory = load_inventory(_inventories(inventories), playbook_dir=_playbook_dir(playbook))
     extra_vars = parse_all(extra)
     static_check.check(book, inventory, extra_vars)
-    for warning in [*config.current().warnings(), *static_check.unused_extra_vars(book, inventory, extra_vars)]:
+    unreached = targeted_connections(inventory, host_patterns(book))
+    for warning in [
+        *config.current().warnings(),
+        *static_check.unused_extra_vars(book, inventory, extra_vars),
+        *unreached,
+    ]:
         click.echo(f"[WARNING] {warning}", err=True)
     tasks = sum(1 for _ in all_tasks(book))
     counts = f"{plural(len(book.plays), 'play')}, {plural(tasks, 'task')}, {plural(len(inventory.hosts), 'host')}"

@@ -22,12 +22,12 @@ from typing import Any
 from engine.errors import ValidationError
 from engine.inventory.data import InventoryData
 from engine.inventory.formats import expand_range, read_ini, read_yaml
-from engine.inventory.patterns import require_limit_matches, select_hosts
+from engine.inventory.patterns import require_limit_matches, select_hosts, targeted_connections
 from engine.inventory.varsources import VarsDirs, host_variables, implicit_localhost_variables
 from engine.model import Host, Inventory
 from engine.yamlload import decode, load_text, read_recorded
 
-__all__ = ["expand_range", "load_inventory", "require_limit_matches", "select_hosts"]
+__all__ = ["expand_range", "load_inventory", "require_limit_matches", "select_hosts", "targeted_connections"]
 
 YAML_EXTENSIONS = (".yml", ".yaml", ".json")
 # ansible-core's INVENTORY_IGNORE_EXTS: files in an inventory folder that are not sources
@@ -95,6 +95,11 @@ def _freeze(data: InventoryData, sources: tuple[str, ...], dirs: VarsDirs) -> In
         )
         for name in data.hosts
     }
+    unusable = {
+        name: dirs.bad_connections[str(host.vars["ansible_connection"])]
+        for name, host in hosts.items()
+        if str(host.vars.get("ansible_connection")) in dirs.bad_connections
+    }
     localhost = None
     if "localhost" not in hosts:
         localhost = Host("localhost", implicit_localhost_variables(data, dirs, sys.executable), ())
@@ -105,6 +110,7 @@ def _freeze(data: InventoryData, sources: tuple[str, ...], dirs: VarsDirs) -> In
         children={name: tuple(group.children) for name, group in data.groups.items()},
         direct_hosts={name: tuple(group.hosts) for name, group in data.groups.items()},
         implicit_localhost=localhost,
+        unusable=unusable,
     )
 
 
@@ -114,5 +120,5 @@ def load_inventory(paths: Iterable[str], playbook_dir: str | Path | None = None)
     sources = tuple(paths)
     bases = [read_source(data, Path(source)) for source in sources]
     data.reconcile()
-    dirs = VarsDirs(bases, Path(playbook_dir) if playbook_dir is not None else None)
+    dirs = VarsDirs(bases, Path(playbook_dir) if playbook_dir is not None else None, data.bad_connections)
     return _freeze(data, sources, dirs)
