@@ -20,14 +20,21 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ValidationError
-from engine.inventory.data import InventoryData
+from engine.inventory.data import InventoryData, Membership
 from engine.inventory.formats import expand_range, read_ini, read_yaml
 from engine.inventory.patterns import require_limit_matches, select_hosts, targeted_connections
 from engine.inventory.varsources import VarsDirs, host_variables, implicit_localhost_variables
 from engine.model import Host, Inventory
 from engine.yamlload import decode, load_text, read_recorded
 
-__all__ = ["expand_range", "load_inventory", "require_limit_matches", "select_hosts", "targeted_connections"]
+__all__ = [
+    "Membership",
+    "expand_range",
+    "load_inventory",
+    "require_limit_matches",
+    "select_hosts",
+    "targeted_connections",
+]
 
 YAML_EXTENSIONS = (".yml", ".yaml", ".json")
 # ansible-core's INVENTORY_IGNORE_EXTS: files in an inventory folder that are not sources
@@ -114,11 +121,16 @@ def _freeze(data: InventoryData, sources: tuple[str, ...], dirs: VarsDirs) -> In
     )
 
 
-def load_inventory(paths: Iterable[str], playbook_dir: str | Path | None = None) -> Inventory:
-    """Read every source; ``playbook_dir`` adds the group_vars/host_vars beside the playbook."""
+def load_inventory(
+    paths: Iterable[str], playbook_dir: str | Path | None = None, joined: Iterable[Membership] = ()
+) -> Inventory:
+    """Read every source; ``playbook_dir`` adds the group_vars/host_vars beside the playbook;
+    ``joined``: the groups hosts were put in during the run (``group_by``), in order."""
     data = InventoryData()
     sources = tuple(paths)
     bases = [read_source(data, Path(source)) for source in sources]
+    for membership in joined:
+        data.join(membership)
     data.reconcile()
     dirs = VarsDirs(bases, Path(playbook_dir) if playbook_dir is not None else None, data.bad_connections)
     return _freeze(data, sources, dirs)

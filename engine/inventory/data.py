@@ -31,6 +31,15 @@ def note_connection(
         )
 
 
+@dataclass(frozen=True)
+class Membership:
+    """A host put in a group during a run (``group_by``), the group under ``parents``."""
+
+    host: str
+    group: str
+    parents: tuple[str, ...] = ("all",)
+
+
 @dataclass
 class GroupData:
     name: str
@@ -71,6 +80,17 @@ class InventoryData:
             self.groups[group].hosts.append(name)
         if port is not None:
             self.hosts[name]["ansible_port"] = port
+
+    def join(self, membership: Membership) -> None:
+        """ansible-core's ``_add_group``: the group (made if new) under each parent, the host
+        in it; a host the inventory does not name (the implicit localhost) stays out."""
+        if membership.host not in self.hosts:
+            return
+        where = ("<group_by>", None)
+        self.add_group(membership.group)
+        for parent in membership.parents:
+            self.add_child(parent, membership.group, where)
+        self.add_host(membership.host, membership.group, None, ("<inventory>", None))
 
     def set_host_vars(self, name: str, variables: Mapping[str, Any], where: tuple[str, int | None]) -> None:
         if "ansible_host" in variables and not str(variables["ansible_host"] or "").strip():

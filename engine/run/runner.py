@@ -31,7 +31,7 @@ from engine.errors import (
     TemplateError,
     ValidationError,
 )
-from engine.inventory import load_inventory, select_hosts
+from engine.inventory import Membership, load_inventory, select_hosts
 from engine.model import Block, Inventory, Location, Play, Playbook, Step, Task
 from engine.output.events import (
     COUNTERS,
@@ -46,7 +46,7 @@ from engine.output.events import (
     TaskStarted,
 )
 from engine.playbook import loader, tags
-from engine.run import quarantine
+from engine.run import groupby, quarantine
 from engine.run.batches import Limits, batches
 from engine.run.executor import ExecOptions, Outcome, PlannedStep, TaskRunner, become_of, loop_items
 from engine.run.hostlocks import HostLocks
@@ -153,6 +153,9 @@ class Runner:
         self._breaker_tripped = False
         # failed/unreachable counts a meta: clear_host_errors forgave, per host (exit code)
         self._cleared: dict[str, tuple[int, int]] = {}
+        self._joined: list[Membership] = []  # group_by's groups, for the whole run
+        self._group_joins = groupby.GroupJoins()
+        self._batch_vars: Mapping[str, Any] = {}
 
     def emit(self, event: Event) -> None:
         with self._emit_lock:
@@ -382,6 +385,7 @@ class Runner:
             # ansible_play_hosts_all is every host the play matched, failed ones included
             self._play_names, self._batch_names = matched, batch
             batch_vars = {**play_vars, **magicvars.play_variables(matched, batch, self._down)}
+            self._batch_vars = batch_vars
             hosts = [self._host_run(name, batch_vars) for name in batch]
             self._hosts.update((h.name, h) for h in hosts)
             batch_ok = self._batch(play, hosts)
@@ -620,6 +624,8 @@ class Runner:
                 lambda message: self.emit(Progress(host.name, task.display_name, message)),
             )
             outcome = runner.run()
+            if task.module == "group_by":
+                outcome = self._group_joins.record(self.inventory, host.name, outcome)
             self._record_outcome(host, outcome, task.display_name)
             return outcome
 
@@ -628,6 +634,8 @@ class Runner:
             self._after(task, host, outcome)
             if runs_on is not None:
                 self._share_run_once(task, host, outcome)
+        if task.module == "group_by":
+            self._join_groups(self._group_joins.take())
         self._quarantine_marks(task, hosts, outcomes)
         self.emit(TaskFinished(task.display_name))
 
@@ -760,11 +768,25 @@ class Runner:
 
     def _refresh_inventory(self) -> None:
         """Read the inventory sources again: hosts and groups added by earlier tasks count
-        from the next play on, as in Ansible."""
+        from the next play on, as in Ansible; group_by's groups stay (ansible-core 2.19 keeps them)."""
+        self._reload_inventory()
+
+    def _reload_inventory(self) -> None:
         playbook_dir = Path(self._play_now.location.file).parent if self._play_now.location.file else None
-        self.inventory = load_inventory(self.inventory.sources, playbook_dir=playbook_dir)
+        self.inventory = load_inventory(self.inventory.sources, playbook_dir=playbook_dir, joined=self._joined)
         self._hostvars = magicvars.HostVars(self.inventory, self._scope_of)
-        self._run_magic["groups"] = {group: list(members) for group, members in self.inventory.groups.items()}
+        self._run_magic["groups"] = magicvars.groups_variable(self.inventory)
+
+    def _join_groups(self, new: list[Membership]) -> None:
+        """group_by's groups: the inventory read again with them, and the current batch's
+        variables made again, so the next task already sees ``groups``, ``group_names`` and
+        the new groups' group_vars (Ansible's variable manager reads them per task)."""
+        if not new:
+            return
+        self._joined += new
+        self._reload_inventory()
+        for host in self._batch_hosts:
+            host.inventory_vars = self._templated_vars(host.name, self._batch_vars)
 
     def _include(self, task: Task, hosts: list[HostRun]) -> None:
         """Decide per host what the include loads (when, loop, templated name), then run
