@@ -54,6 +54,7 @@ class TaskOptions:
     when: tuple[Any, ...] = ()
     tags: tuple[Any, ...] = ()
     become: bool | None = None
+    become_user: Any = None  # a name or a template rendering to one; None: ansible_become_user, else root
     # each level's ``environment:`` (play, block, task), outermost first: a mapping or a
     # template rendering to one; merged in order when the task runs, as Ansible does
     environment: tuple[Any, ...] = ()

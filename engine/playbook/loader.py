@@ -284,6 +284,7 @@ def _options(data: Mapping[str, Any], inherited: TaskOptions) -> TaskOptions:
         when=inherited.when + _as_tuple(data.get("when")),
         tags=inherited.tags + _as_tuple(data.get("tags")),
         become=data.get("become", inherited.become),
+        become_user=data.get("become_user", inherited.become_user),
         environment=inherited.environment + ((env,) if env else ()),
         no_log=data.get("no_log", inherited.no_log),
         ignore_errors=data.get("ignore_errors", inherited.ignore_errors),

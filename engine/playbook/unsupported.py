@@ -2,7 +2,7 @@
 schema could say something misleading ("unknown key") about a perfectly valid playbook.
 
 A keyword set to the value that means what rigger does anyway (``strategy: linear``,
-``become_user: root``) is accepted.
+``become_method: sudo``) is accepted.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from engine.yamlload import line_of
 _ACCEPTED: dict[str, tuple[Any, ...] | None] = {
     "strategy": ("linear",),
     "order": ("inventory",),
-    "become_user": ("root",),
     "become_method": ("sudo",),
     "force_handlers": (False,),
     "check_mode": (False,),
@@ -71,7 +70,7 @@ def lacking(key: Any, where: str) -> str | None:
 _HINTS = {
     "strategy": "rigger runs plays with the linear strategy",
     "async": "run long commands as a service, or with command's timeout",
-    "become_user": "rigger becomes root only",
+    "become_method": "rigger becomes root or another user with sudo only",
 }
 
 

@@ -620,6 +620,7 @@ class Runner:
                     verbosity=self.options.verbosity,
                     before_apply=self.options.before_apply,
                     connect=self._delegate_connection,
+                    become_user=self.options.connection_defaults.get("ansible_become_user"),
                 ),
                 lambda message: self.emit(Progress(host.name, task.display_name, message)),
             )
