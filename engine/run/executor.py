@@ -382,9 +382,12 @@ class TaskRunner:
             environment = merged_environment(task.options.environment, scope)
             become_user = become_user_of(task.options, scope, self.options.become_user)
             become = become_target(become_of(task.options, scope), become_user)
+            method = scope.get("ansible_become_method")
+            if become and method not in (None, "sudo"):  # the keyword is refused by validate
+                raise ValueError(f"ansible_become_method {method!r} is not supported (rigger becomes users with sudo)")
         except TemplateError as exc:
             return _failed(f"task '{task.display_name}' ({task.location}): {exc}")
-        except ValueError as exc:  # become_target: a become_user that is no user name
+        except ValueError as exc:  # a become_user that is no user name, a become method rigger lacks
             return _failed(f"task '{task.display_name}' ({task.location}): {exc}")
         if isinstance(args, Mapping):
             args = spec.coerced(args)

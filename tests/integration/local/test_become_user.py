@@ -149,3 +149,11 @@ def test_precedence_as_ansible_core(tmp_path, user):
     run = _run(tmp_path, tasks, play="  become: true\n")
     assert run.rc == 0, run.stdout + run.stderr
     assert _messages(run) == [f"as {user.pw_name}", "as nobody", "as root"]
+
+
+def test_a_become_method_variable_rigger_lacks_fails_the_task(tmp_path):
+    """ansible_become_method: su is never silently done with sudo."""
+    run = _run(tmp_path, "    - command: id -un\n      become: true\n      vars: {ansible_become_method: su}\n")
+    assert run.rc == 2, run.stdout + run.stderr
+    failed = [r for r in run.results() if r["status"] == "failed"]
+    assert failed and "ansible_become_method 'su' is not supported" in failed[0]["msg"], failed
