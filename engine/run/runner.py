@@ -14,7 +14,7 @@ from typing import Any
 
 from engine import facts as facts_mod
 from engine import runlock, templating
-from engine.connection.base import Connection
+from engine.connection.base import Become, Connection, become_target
 from engine.connection.factory import open_connection
 from engine.connection.local import LocalConnection
 from engine.connection.predicted import PredictedHost
@@ -48,7 +48,7 @@ from engine.output.events import (
 from engine.playbook import loader, tags
 from engine.run import groupby, quarantine
 from engine.run.batches import Limits, batches
-from engine.run.executor import ExecOptions, Outcome, PlannedStep, TaskRunner, become_of, loop_items
+from engine.run.executor import ExecOptions, Outcome, PlannedStep, TaskRunner, become_of, become_user_of, loop_items
 from engine.run.hostlocks import HostLocks
 from engine.templating import magicvars, taskvars
 from engine.templating.filters import to_bool
@@ -452,19 +452,26 @@ class Runner:
         def gather(host: HostRun) -> HostResult:
             started = time.monotonic()
             try:
-                sudo = become_of(self._play_now.options, self._scope_of(host.name))
+                sudo = self._gathering_as(host)
                 gathered = facts_mod.gather(host.conn, self._play_now.gather_subset, sudo=sudo)
                 host.data["facts"] = gathered.own
                 facts_mod.store(host.data, {"ansible_facts": gathered.ansible})
                 return HostResult(host.name, "Gathering Facts", Status.OK, False, duration_s=time.monotonic() - started)
             except HostUnreachable as exc:
                 return HostResult(host.name, "Gathering Facts", Status.UNREACHABLE, False, msg=str(exc))
-            except RiggerError as exc:
+            except (RiggerError, ValueError) as exc:  # ValueError: a become_user that is no user name
                 return HostResult(host.name, "Gathering Facts", Status.FAILED, False, msg=str(exc))
 
         for host, result in zip(hosts, self._parallel(gather, hosts), strict=True):
             self._record(host, result, "Gathering Facts")
         self.emit(TaskFinished("Gathering Facts"))
+
+    def _gathering_as(self, host: HostRun) -> Become:
+        """Facts are gathered as the play becomes (root, or its become_user), as in Ansible."""
+        scope = self._scope_of(host.name)
+        default = self.options.connection_defaults.get("ansible_become_user")
+        options = self._play_now.options
+        return become_target(become_of(options, scope), become_user_of(options, scope, default))
 
     def _parallel(self, fn: Callable[[HostRun], Any], hosts: list[HostRun]) -> list[Any]:
         if len(hosts) == 1 or self.options.forks <= 1 or threading.current_thread().name.startswith(FORK_THREAD):

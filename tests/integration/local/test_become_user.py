@@ -157,3 +157,17 @@ def test_a_become_method_variable_rigger_lacks_fails_the_task(tmp_path):
     assert run.rc == 2, run.stdout + run.stderr
     failed = [r for r in run.results() if r["status"] == "failed"]
     assert failed and "ansible_become_method 'su' is not supported" in failed[0]["msg"], failed
+
+
+def test_facts_are_gathered_as_the_play_becomes(tmp_path, user):
+    """As Ansible: a play with become_user gathers its facts as that user."""
+    (tmp_path / "hosts").write_text(INVENTORY)
+    book = tmp_path / "site.yml"
+    book.write_text(
+        f"- hosts: localhost\n  become: true\n  become_user: {user.pw_name}\n  gather_subset: [min]\n  tasks:\n"
+        "    - debug: msg='as {{ ansible_user_id }} {{ ansible_facts.user_dir }}'\n"
+    )
+    args = ["-i", str(tmp_path / "hosts"), "-e", "rigger_run_lock=false", "--output", "jsonl"]
+    run = run_rigger("run", str(book), *args, cwd=tmp_path)
+    assert run.rc == 0, run.stdout + run.stderr
+    assert _messages(run) == [f"as {user.pw_name} {user.pw_dir}"]
