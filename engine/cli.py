@@ -40,6 +40,7 @@ class AnsibleFlags:
 
     remote_user: str | None = None
     become: bool | None = None
+    become_user: str | None = None
     ask_become_pass: bool = False
     private_key: str | None = None
     connection: str | None = None
@@ -57,6 +58,7 @@ class AnsibleFlags:
         return {
             "ansible_user": self.remote_user,
             "ansible_become": True if self.become else None,
+            "ansible_become_user": self.become_user,
             "ansible_become_password": password or None,
             "ansible_ssh_private_key_file": self.private_key,
             "ansible_connection": "local" if self.connection == "local" else None,
@@ -116,6 +118,7 @@ def cli() -> None:
 @click.option("-v", "--verbose", count=True, help="More detail (-v shows task data and tracebacks of bugs).")
 @click.option("-u", "--user", "remote_user", help="Connect as this user (below play remote_user and ansible_user).")
 @click.option("-b", "--become", is_flag=True, default=None, help="Run operations as root (sudo).")
+@click.option("--become-user", help="Become this user instead of root (below become_user and ansible_become_user).")
 @click.option("-K", "--ask-become-pass", is_flag=True, help="Ask for the sudo password.")
 @click.option("--private-key", "--key-file", "private_key", help="The SSH private key file to use.")
 @click.option(

@@ -171,3 +171,11 @@ def test_facts_are_gathered_as_the_play_becomes(tmp_path, user):
     run = run_rigger("run", str(book), *args, cwd=tmp_path)
     assert run.rc == 0, run.stdout + run.stderr
     assert _messages(run) == [f"as {user.pw_name} {user.pw_dir}"]
+
+
+def test_the_become_user_flag(tmp_path, user):
+    """ansible-playbook's -b --become-user USER: every task becomes that user."""
+    tasks = "    - command: id -un\n      register: who\n    - debug: msg='as {{ who.stdout }}'\n"
+    run = _run(tmp_path, tasks, "-b", "--become-user", user.pw_name)
+    assert run.rc == 0, run.stdout + run.stderr
+    assert _messages(run) == [f"as {user.pw_name}"]
