@@ -156,6 +156,7 @@ class Runner:
         self._joined: list[Membership] = []  # group_by's groups, for the whole run
         self._group_joins = groupby.GroupJoins()
         self._batch_vars: Mapping[str, Any] = {}
+        self._playbook_path = ""
 
     def emit(self, event: Event) -> None:
         with self._emit_lock:
@@ -362,6 +363,7 @@ class Runner:
         play_vars = self._play_vars(play, playbook)
         play = self._rendered_play(play, play_vars)
         self._play_now = play
+        self._playbook_path = playbook.path
         self._task_names: dict[tuple[int, int], str] = {}
         self._batch_count = 0
         matched = self._select(play)
@@ -780,7 +782,9 @@ class Runner:
         self._reload_inventory()
 
     def _reload_inventory(self) -> None:
-        playbook_dir = Path(self._play_now.location.file).parent if self._play_now.location.file else None
+        """The inventory read again as the run read it first: group_vars beside the playbook
+        run (not beside an imported one), and group_by's groups."""
+        playbook_dir = Path(self._playbook_path).resolve().parent if self._playbook_path else None
         self.inventory = load_inventory(self.inventory.sources, playbook_dir=playbook_dir, joined=self._joined)
         self._hostvars = magicvars.HostVars(self.inventory, self._scope_of)
         self._run_magic["groups"] = magicvars.groups_variable(self.inventory)
