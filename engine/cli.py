@@ -14,9 +14,9 @@ import click
 
 from engine import __version__, config, docs, registry, templating
 from engine.errors import EXIT_BAD_OPTIONS, EXIT_INTERRUPTED, EXIT_UNEXPECTED, OptionsError, RiggerError
-from engine.inventory import listing, load_inventory, require_limit_matches, select_hosts
+from engine.inventory import listing, load_inventory, require_limit_matches, select_hosts, targeted_connections
 from engine.mask import MASK, MaskedStream
-from engine.model import Inventory, Play, Playbook, all_tasks
+from engine.model import Inventory, Play, Playbook, all_tasks, host_patterns
 from engine.output.console import ConsoleSink
 from engine.output.events import Notice, Sink
 from engine.output.jsonl import JsonlSink
@@ -41,6 +41,7 @@ class AnsibleFlags:
 
     remote_user: str | None = None
     become: bool | None = None
+    become_user: str | None = None
     ask_become_pass: bool = False
     private_key: str | None = None
     connection: str | None = None
@@ -58,6 +59,7 @@ class AnsibleFlags:
         return {
             "ansible_user": self.remote_user,
             "ansible_become": True if self.become else None,
+            "ansible_become_user": self.become_user,
             "ansible_become_password": password or None,
             "ansible_ssh_private_key_file": self.private_key,
             "ansible_connection": "local" if self.connection == "local" else None,
@@ -124,6 +126,7 @@ def cli() -> None:
 @click.option("-v", "--verbose", count=True, help="More detail (-v shows task data and tracebacks of bugs).")
 @click.option("-u", "--user", "remote_user", help="Connect as this user (below play remote_user and ansible_user).")
 @click.option("-b", "--become", is_flag=True, default=None, help="Run operations as root (sudo).")
+@click.option("--become-user", help="Become this user instead of root (below become_user and ansible_become_user).")
 @click.option("-K", "--ask-become-pass", is_flag=True, help="Ask for the sudo password.")
 @click.option("--private-key", "--key-file", "private_key", help="The SSH private key file to use.")
 @click.option(
@@ -187,6 +190,7 @@ def run(
         start_at_task=flags.start_at_task,
     )
     require_limit_matches(inventory, limit)
+    unused += targeted_connections(inventory, host_patterns(book), limit)
     sink = _sink(output, diff, verbose)
     for warning in [*cfg.warnings(), *unused, *hostcheck.warnings(book, inventory, limit)]:
         sink.emit(Notice("warning", warning))
@@ -329,8 +333,9 @@ def validate(playbook: str, inventories: tuple[str, ...], extra: tuple[str, ...]
     inventory = load_inventory(_inventories(inventories), playbook_dir=_playbook_dir(playbook))
     extra_vars = parse_all(extra)
     static_check.check(book, inventory, extra_vars)
+    unreached = targeted_connections(inventory, host_patterns(book))
     unused = static_check.unused_extra_vars(book, inventory, extra_vars)
-    for warning in [*config.current().warnings(), *unused, *hostcheck.warnings(book, inventory)]:
+    for warning in [*config.current().warnings(), *unused, *hostcheck.warnings(book, inventory), *unreached]:
         click.echo(f"[WARNING] {warning}", err=True)
     tasks = sum(1 for _ in all_tasks(book))
     counts = f"{plural(len(book.plays), 'play')}, {plural(tasks, 'task')}, {plural(len(inventory.hosts), 'host')}"

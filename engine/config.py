@@ -57,7 +57,7 @@ SETTINGS: dict[str, _Setting] = {
     "become_ask_pass": _Setting("privilege_escalation", ("become_ask_pass",), ("ANSIBLE_BECOME_ASK_PASS",), "bool"),
 }
 # Settings rigger reads but honours only at these values (others are an error naming file:line).
-_ROOT_ONLY = {"become_user": ("root",), "become_method": ("sudo",), "transport": ("smart", "ssh", "local", "paramiko")}
+_ROOT_ONLY = {"become_method": ("sudo",), "transport": ("smart", "ssh", "local", "paramiko")}
 
 
 @dataclass(frozen=True)
@@ -223,7 +223,7 @@ def load(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> C
 def _unsupported_value(name: str, value: Any) -> str:
     if name == "transport":
         return f"transport = {value} is not supported (rigger connects over ssh or local)"
-    return f"{name} = {value} is not supported (rigger becomes root with sudo only)"
+    return f"{name} = {value} is not supported (rigger becomes users with sudo only)"
 
 
 _current: dict[tuple[Any, ...], Config] = {}
@@ -246,6 +246,7 @@ _AS_VARIABLE = {
     "private_key_file": "ansible_ssh_private_key_file",
     "timeout": "ssh_connect_timeout_s",
     "become": "ansible_become",
+    "become_user": "ansible_become_user",
 }
 
 

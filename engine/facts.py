@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from engine import probes
 
 if TYPE_CHECKING:
-    from engine.connection.base import Connection
+    from engine.connection.base import Become, Connection
 
 
 @dataclass(frozen=True)
@@ -50,9 +50,9 @@ class Gathered:
     ansible: dict[str, Any]  # Ansible's setup facts, unprefixed (``ansible_facts``)
 
 
-def gather(conn: Connection, gather_subset: Any = None, *, sudo: bool = False) -> Gathered:
+def gather(conn: Connection, gather_subset: Any = None, *, sudo: Become = False) -> Gathered:
     """Everything in one round trip: the host probe, each room's, Ansible's setup facts
-    (as root with ``sudo``: a play with ``become`` gathers as root, as Ansible does)."""
+    (as root with ``sudo``, or as its become_user: a play gathers as it becomes, as Ansible does)."""
     rooms = tuple(source.probe for source in sources())
     answer = conn.run_probe(
         probes.bundle(("host", *rooms, "setup_facts")), {"setup_facts": {"gather_subset": gather_subset}}, sudo=sudo

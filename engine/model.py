@@ -7,6 +7,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from engine.errors import ValidationError
+
 LOCALHOST_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 # ansible_connection values rigger honours -> the transport that does it (Ansible's smart and
 # paramiko mean SSH). Anything else is refused by name, never silently taken for SSH.
@@ -52,6 +54,7 @@ class TaskOptions:
     when: tuple[Any, ...] = ()
     tags: tuple[Any, ...] = ()
     become: bool | None = None
+    become_user: Any = None  # a name or a template rendering to one; None: ansible_become_user, else root
     # each level's ``environment:`` (play, block, task), outermost first: a mapping or a
     # template rendering to one; merged in order when the task runs, as Ansible does
     environment: tuple[Any, ...] = ()
@@ -171,7 +174,9 @@ class Host:
 class Inventory:
     """``groups``: every group (``all`` and ``ungrouped`` too) with its hosts in Ansible's
     order; ``direct_hosts``: only those written in the group itself; ``implicit_localhost``:
-    the host ``localhost`` names when the inventory has none (in no group, not even all)."""
+    the host ``localhost`` names when the inventory has none (in no group, not even all);
+    ``unusable``: hosts whose ``ansible_connection`` rigger has no transport for, with the
+    error (and where it was written) to raise when a play targets one."""
 
     hosts: Mapping[str, Host]
     groups: Mapping[str, tuple[str, ...]]
@@ -179,6 +184,7 @@ class Inventory:
     children: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     direct_hosts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     implicit_localhost: Host | None = None
+    unusable: Mapping[str, ValidationError] = field(default_factory=dict)
 
     def host(self, name: str) -> Host:
         if name in self.hosts:
@@ -186,6 +192,11 @@ class Inventory:
         if self.implicit_localhost is not None and name in LOCALHOST_NAMES:
             return replace(self.implicit_localhost, name=name)
         raise KeyError(name)
+
+
+def host_patterns(book: Playbook) -> list[str]:
+    """Each play's ``hosts`` as one pattern (a list joined as the runner joins it)."""
+    return [":".join(map(str, p.hosts)) if isinstance(p.hosts, list) else str(p.hosts) for p in book.plays]
 
 
 def all_tasks(book: Playbook) -> Iterator[Task]:

@@ -36,7 +36,7 @@ from typing import Any
 from engine.baselines import BaselineKey, BaselineStore, Measurement
 from engine.baselines.noise import Verdict, judge
 from engine.commandline import APT_PACKAGE, PIP_REQUIREMENT, command_line, operand, operands
-from engine.connection.base import CommandResult, Connection, ScopedConnection
+from engine.connection.base import Become, CommandResult, Connection, ScopedConnection
 from engine.connection.effects import Effect, Fills, Removes, Starts, Stops, Writes
 from engine.errors import CommandFailed, TaskFailed, TemplateError, WriteRefused
 from engine.facts import FactSource, prefixed
@@ -50,6 +50,7 @@ __all__ = [
     "PIP_REQUIREMENT",
     "BaselineKey",
     "BaselineStore",
+    "Become",
     "Change",
     "CommandFailed",
     "CommandResult",

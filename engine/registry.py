@@ -129,22 +129,29 @@ ANSIBLE_BUILTINS = frozenset(
         "command",
         "copy",
         "debug",
+        "dnf",
         "fail",
         "file",
+        "find",
+        "get_url",
         "group",
+        "group_by",
         "hostname",
         "include_vars",
         "lineinfile",
         "package",
         "pip",
+        "ping",
         "raw",
         "set_fact",
         "setup",
         "shell",
         "stat",
         "template",
+        "uri",
         "user",
         "wait_for",
+        "yum",
         "meta",
         "include_tasks",
         "import_tasks",
@@ -153,10 +160,21 @@ ANSIBLE_BUILTINS = frozenset(
     }
 )
 ANSIBLE_COLLECTIONS = ("ansible.builtin.", "ansible.legacy.")
+# Modules of other collections that rigger implements, as each collection names them.
+# ansible-core's builtin routing redirects their short names (``sysctl``) to these, so a
+# playbook may write either; every other name of a collection stays refused by name.
+COLLECTION_MODULES = {
+    "ansible.posix.authorized_key": "authorized_key",
+    "ansible.posix.sysctl": "sysctl",
+    "community.general.modprobe": "modprobe",
+}
 
 
 def canonical(name: str) -> str:
-    """The name rigger knows a task action by: FQCN prefixes of Ansible's builtins dropped."""
+    """The name rigger knows a task action by: FQCN prefixes of Ansible's builtins dropped,
+    and the collection modules rigger implements named by their short name."""
+    if name in COLLECTION_MODULES:
+        return COLLECTION_MODULES[name]
     for prefix in ANSIBLE_COLLECTIONS:
         if name.startswith(prefix) and name[len(prefix) :] in ANSIBLE_BUILTINS:
             return name[len(prefix) :]

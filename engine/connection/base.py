@@ -9,6 +9,7 @@ was not declared read-only. That is what makes check mode honest.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -22,6 +23,26 @@ if TYPE_CHECKING:
     from engine.runlock import LockHolder
 
 TAIL_LINES = 20
+
+# Who a command, read, write or probe runs as: False the login user, True root (sudo), a
+# user's name that user (``become_user``, through ``sudo -u``; root's name means True).
+Become = bool | str
+
+
+# a login name as useradd takes one: it reaches sudo's argv, so it never starts with "-"
+USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$")
+
+
+def become_target(become: bool, user: str | None) -> Become:
+    """A task's ``become`` and ``become_user`` as one value (root: True, as before).
+    ValueError for a name that is not a user's (``-h``, ``a b``)."""
+    if not become:
+        return False
+    if user in (None, "", "root"):
+        return True
+    if not USER_NAME.match(str(user)):
+        raise ValueError(f"become_user {user!r} is not a user name")
+    return str(user)
 
 
 @dataclass(frozen=True)
@@ -48,7 +69,7 @@ class Connection(Protocol):
         self,
         argv: Sequence[str],
         *,
-        sudo: bool = False,
+        sudo: Become = False,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         stdin: bytes | None = None,
@@ -57,11 +78,13 @@ class Connection(Protocol):
         read_only: bool = False,
     ) -> CommandResult: ...
 
-    def read_file(self, path: str, *, sudo: bool = False) -> bytes | None: ...
+    def read_file(self, path: str, *, sudo: Become = False) -> bytes | None: ...
 
-    def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: bool = False) -> None: ...
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: Become = False) -> None: ...
 
-    def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool = False) -> dict[str, Any]: ...
+    def run_probe(
+        self, name: str, args: Mapping[str, Any] | None = None, *, sudo: Become = False
+    ) -> dict[str, Any]: ...
 
     def hold_run_lock(self, request: Mapping[str, Any]) -> tuple[LockHolder, dict[str, Any]]:
         """Start what holds the host's run lock (``engine.runlock``) and send it ``request``;
@@ -82,7 +105,7 @@ def raise_for_status(result: CommandResult) -> CommandResult:
 
 @dataclass(frozen=True)
 class TaskScope:
-    become: bool = False
+    become: Become = False  # become_target(): root is True, another become_user its name
     environment: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float | None = None
     planning: bool = False
@@ -142,7 +165,7 @@ class ScopedConnection:
         self,
         argv: Sequence[str],
         *,
-        sudo: bool | None = None,
+        sudo: Become | None = None,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         stdin: bytes | None = None,
@@ -166,18 +189,18 @@ class ScopedConnection:
                 read_only=read_only,
             )
 
-    def read_file(self, path: str, *, sudo: bool | None = None) -> bytes | None:
+    def read_file(self, path: str, *, sudo: Become | None = None) -> bytes | None:
         with self._stop_points():
             return self.inner.read_file(path, sudo=self.scope.become if sudo is None else sudo)
 
-    def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: bool | None = None) -> None:
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: Become | None = None) -> None:
         self._refuse(f"write {path}")
         self._touch(f"wrote {path}")
         with self._stop_points():
             self.inner.write_file(path, data, mode=mode, sudo=self.scope.become if sudo is None else sudo)
 
     def run_probe(
-        self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool | None = None
+        self, name: str, args: Mapping[str, Any] | None = None, *, sudo: Become | None = None
     ) -> dict[str, Any]:
         if probes.probe_mutates(name):
             self._refuse(f"probe {name}")

@@ -6,6 +6,7 @@ import base64
 import contextlib
 import json
 import os
+import pwd
 import shlex
 import signal
 import subprocess
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import probes
-from engine.connection.base import CommandResult, raise_for_status
+from engine.connection.base import Become, CommandResult, raise_for_status
 from engine.connection.capture import drain
 from engine.errors import CommandFailed, TaskFailed
 from engine.probes.fileio import read_bytes, write_atomic
@@ -27,8 +28,22 @@ from engine.runlock.holders import ProcessHolder, start_holder
 SUDO = ("sudo", "-n", "--")
 
 
-def _needs_sudo(sudo: bool) -> bool:
+def _needs_sudo(sudo: Become) -> bool:
+    """Whether becoming ``sudo`` takes sudo: not when this process already is that user."""
+    if isinstance(sudo, str):
+        return sudo != pwd.getpwuid(os.geteuid()).pw_name
     return sudo and os.geteuid() != 0
+
+
+def sudo_prefix(sudo: Become, env_names: Sequence[str] = ()) -> tuple[str, ...]:
+    """sudo's argv before the command; another user as Ansible's sudo becomes one
+    (``-H -n -u USER``: that user's HOME), the task's environment names kept through sudo."""
+    if not _needs_sudo(sudo):
+        return ()
+    if not isinstance(sudo, str):
+        return SUDO
+    preserve = (f"--preserve-env={','.join(env_names)}",) if env_names else ()
+    return ("sudo", "-H", "-n", "-u", sudo, *preserve, "--")
 
 
 @dataclass
@@ -42,7 +57,7 @@ class LocalConnection:
         self,
         argv: Sequence[str],
         *,
-        sudo: bool = False,
+        sudo: Become = False,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         stdin: bytes | None = None,
@@ -50,7 +65,7 @@ class LocalConnection:
         check: bool = True,
         read_only: bool = False,
     ) -> CommandResult:
-        full = (*SUDO, *argv) if _needs_sudo(sudo) else tuple(argv)
+        full = (*sudo_prefix(sudo, list(env or {})), *argv)
         started = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -96,31 +111,31 @@ class LocalConnection:
         )
         return raise_for_status(result) if check else result
 
-    def read_file(self, path: str, *, sudo: bool = False) -> bytes | None:
+    def read_file(self, path: str, *, sudo: Become = False) -> bytes | None:
         if _needs_sudo(sudo):
-            answer = self.run_probe("fileio", {"op": "read", "path": path}, sudo=True)
+            answer = self.run_probe("fileio", {"op": "read", "path": path}, sudo=sudo)
             return base64.b64decode(answer["data"]) if answer["exists"] else None
         try:
             return read_bytes(path)  # the guarded read: regular files, bounded, trusted links only
         except OSError as exc:
             raise TaskFailed(f"cannot read {path}: {exc.strerror or exc}") from None
 
-    def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: bool = False) -> None:
-        if _needs_sudo(sudo):
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: Become = False) -> None:
+        if _needs_sudo(sudo):  # written by that user's process: its files (and temp files) are its own
             payload = {"op": "write", "path": path, "data": base64.b64encode(data).decode(), "mode": mode}
-            self.run_probe("fileio", payload, sudo=True)
+            self.run_probe("fileio", payload, sudo=sudo)
             return
         try:
             atomic_write(path, data, mode)
         except OSError as exc:
             raise TaskFailed(f"cannot write {path}: {exc.strerror or exc}; the file is unchanged") from None
 
-    def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool = False) -> dict[str, Any]:
+    def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: Become = False) -> dict[str, Any]:
         if not _needs_sudo(sudo):
             return probes.run_in_process(name, dict(args or {}))
         result = self.run(
             [self.python, "-c", probes.program(name)],
-            sudo=True,
+            sudo=sudo,
             stdin=json.dumps(dict(args or {})).encode(),
             check=False,
         )

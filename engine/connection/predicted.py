@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.connection.base import CommandResult, Connection
+from engine.connection.base import Become, CommandResult, Connection
 from engine.connection.effects import Effect, Fills, Removes, Starts, Stops, Writes
 
 DEFAULT_MODE = 0o644
@@ -138,13 +138,13 @@ class PredictedHost:
     def host_name(self) -> str:
         return self.inner.host_name
 
-    def read_file(self, path: str, *, sudo: bool = False) -> bytes | None:
+    def read_file(self, path: str, *, sudo: Become = False) -> bytes | None:
         state = self._known(path)
         if state is None:
             return self.inner.read_file(path, sudo=sudo)
         return None if state.kind == "absent" else state.data
 
-    def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: bool = False) -> None:
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: Become = False) -> None:
         self.inner.write_file(path, data, mode=mode, sudo=sudo)
 
     def run(self, argv: Sequence[str], **options: Any) -> CommandResult:
@@ -152,7 +152,7 @@ class PredictedHost:
             self._known(argv[0])  # a program an earlier task installs: its answer is known after apply
         return self.inner.run(argv, **options)
 
-    def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool = False) -> dict[str, Any]:
+    def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: Become = False) -> dict[str, Any]:
         answer = self.inner.run_probe(name, args, sudo=sudo)
         patch = _PATCHERS.get(name)
         if patch is None or (not self._paths and not self._stopped and not self._started):

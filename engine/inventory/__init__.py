@@ -20,14 +20,22 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ValidationError
-from engine.inventory.data import InventoryData
+from engine.inventory.data import InventoryData, Membership
 from engine.inventory.formats import expand_range, read_ini, read_yaml, split_port
-from engine.inventory.patterns import require_limit_matches, select_hosts
+from engine.inventory.patterns import require_limit_matches, select_hosts, targeted_connections
 from engine.inventory.varsources import VarsDirs, host_variables, implicit_localhost_variables
 from engine.model import Host, Inventory
 from engine.yamlload import decode, load_text, read_recorded
 
-__all__ = ["expand_range", "inline_hosts", "load_inventory", "require_limit_matches", "select_hosts"]
+__all__ = [
+    "Membership",
+    "expand_range",
+    "inline_hosts",
+    "load_inventory",
+    "require_limit_matches",
+    "select_hosts",
+    "targeted_connections",
+]
 
 YAML_EXTENSIONS = (".yml", ".yaml", ".json")
 # ansible-core's INVENTORY_IGNORE_EXTS: files in an inventory folder that are not sources
@@ -115,6 +123,11 @@ def _freeze(data: InventoryData, sources: tuple[str, ...], dirs: VarsDirs) -> In
         )
         for name in data.hosts
     }
+    unusable = {
+        name: dirs.bad_connections[str(host.vars["ansible_connection"])]
+        for name, host in hosts.items()
+        if str(host.vars.get("ansible_connection")) in dirs.bad_connections
+    }
     localhost = None
     if "localhost" not in hosts:
         localhost = Host("localhost", implicit_localhost_variables(data, dirs, sys.executable), ())
@@ -125,14 +138,20 @@ def _freeze(data: InventoryData, sources: tuple[str, ...], dirs: VarsDirs) -> In
         children={name: tuple(group.children) for name, group in data.groups.items()},
         direct_hosts={name: tuple(group.hosts) for name, group in data.groups.items()},
         implicit_localhost=localhost,
+        unusable=unusable,
     )
 
 
-def load_inventory(paths: Iterable[str], playbook_dir: str | Path | None = None) -> Inventory:
-    """Read every source; ``playbook_dir`` adds the group_vars/host_vars beside the playbook."""
+def load_inventory(
+    paths: Iterable[str], playbook_dir: str | Path | None = None, joined: Iterable[Membership] = ()
+) -> Inventory:
+    """Read every source; ``playbook_dir`` adds the group_vars/host_vars beside the playbook;
+    ``joined``: the groups hosts were put in during the run (``group_by``), in order."""
     data = InventoryData()
     sources = tuple(paths)
     bases = [base for source in sources if (base := read_source(data, Path(source))) is not None]
+    for membership in joined:
+        data.join(membership)
     data.reconcile()
-    dirs = VarsDirs(bases, Path(playbook_dir) if playbook_dir is not None else None)
+    dirs = VarsDirs(bases, Path(playbook_dir) if playbook_dir is not None else None, data.bad_connections)
     return _freeze(data, sources, dirs)

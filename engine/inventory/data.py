@@ -15,12 +15,29 @@ from engine.errors import ValidationError
 from engine.model import unknown_connection
 
 
-def check_connection(variables: Mapping[str, Any], where: tuple[str, int | None]) -> None:
-    """Refuse an ``ansible_connection`` rigger has no transport for, at the line that sets it."""
-    problem = unknown_connection(variables.get("ansible_connection"))
-    if problem:
+def note_connection(
+    variables: Mapping[str, Any], where: tuple[str, int | None], found: dict[str, ValidationError]
+) -> None:
+    """Remember an ``ansible_connection`` rigger has no transport for, at the line that sets
+    it (the first place, per value). It is refused only when a play targets a host that has
+    it: Ansible fails only when it connects, so a stray ``mitogen_doas`` host elsewhere in
+    the inventory must not stop every playbook."""
+    value = variables.get("ansible_connection")
+    problem = unknown_connection(value)
+    if problem and str(value) not in found:
         line_of = getattr(variables, "line_of", None)
-        raise ValidationError(problem, file=where[0], line=line_of("ansible_connection") if line_of else where[1])
+        found[str(value)] = ValidationError(
+            problem, file=where[0], line=line_of("ansible_connection") if line_of else where[1]
+        )
+
+
+@dataclass(frozen=True)
+class Membership:
+    """A host put in a group during a run (``group_by``), the group under ``parents``."""
+
+    host: str
+    group: str
+    parents: tuple[str, ...] = ("all",)
 
 
 @dataclass
@@ -41,6 +58,8 @@ class InventoryData:
     direct_groups: dict[str, list[str]] = field(default_factory=dict)
     # the source file that named each host first: its inventory_file (Ansible's rule)
     host_sources: dict[str, str] = field(default_factory=dict)
+    # an unknown ansible_connection value -> where it was first written (note_connection)
+    bad_connections: dict[str, ValidationError] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.add_group("all")
@@ -62,14 +81,25 @@ class InventoryData:
         if port is not None:
             self.hosts[name]["ansible_port"] = port
 
+    def join(self, membership: Membership) -> None:
+        """ansible-core's ``_add_group``: the group (made if new) under each parent, the host
+        in it; a host the inventory does not name (the implicit localhost) stays out."""
+        if membership.host not in self.hosts:
+            return
+        where = ("<group_by>", None)
+        self.add_group(membership.group)
+        for parent in membership.parents:
+            self.add_child(parent, membership.group, where)
+        self.add_host(membership.host, membership.group, None, ("<inventory>", None))
+
     def set_host_vars(self, name: str, variables: Mapping[str, Any], where: tuple[str, int | None]) -> None:
         if "ansible_host" in variables and not str(variables["ansible_host"] or "").strip():
             raise ValidationError(f"host '{name}' has an empty ansible_host (no address)", file=where[0], line=where[1])
-        check_connection(variables, where)
+        note_connection(variables, where, self.bad_connections)
         self.hosts[name].update(variables)
 
     def set_group_vars(self, name: str, variables: Mapping[str, Any], where: tuple[str, int | None]) -> None:
-        check_connection(variables, where)
+        note_connection(variables, where, self.bad_connections)
         group = self.groups[name]
         for key, value in variables.items():
             if key == "ansible_group_priority":

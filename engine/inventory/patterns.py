@@ -15,7 +15,7 @@ import fnmatch
 import re
 from pathlib import Path
 
-from engine.errors import RiggerError
+from engine.errors import RiggerError, ValidationError
 from engine.model import LOCALHOST_NAMES, Inventory
 
 _SUBSCRIPT = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)([:-])([0-9]*))\]\Z")
@@ -166,6 +166,29 @@ def limit_warnings(inventory: Inventory, limit: str | None) -> list[str]:
     if not limit or not inventory.hosts:
         return []
     return mismatches(inventory, ",".join(t for t in split_pattern(limit) if not t.startswith("@")))
+
+
+def targeted_connections(inventory: Inventory, patterns: list[str], limit: str | None = None) -> list[str]:
+    """Refuse a host a play targets whose ``ansible_connection`` rigger lacks (the error says
+    where it was written); warn of the others, which no play reaches. Ansible, too, fails
+    only when it connects to such a host. A templated pattern is judged when the run renders
+    it (the connection refuses the host then)."""
+    if not inventory.unusable:
+        return []
+    targeted: set[str] = set()
+    for pattern in patterns:
+        if "{{" in pattern or "{%" in pattern:
+            continue
+        try:
+            targeted.update(select_hosts(inventory, pattern, limit))
+        except PatternError:
+            continue  # the run reports a pattern it cannot evaluate, as ansible-playbook does
+    for name, problem in inventory.unusable.items():
+        if name in targeted:
+            raise ValidationError(
+                f"{problem.message} (host {name}, which a play targets)", file=problem.file, line=problem.line
+            )
+    return [f"{problem.located()} (host {name}; no play targets it)" for name, problem in inventory.unusable.items()]
 
 
 def require_limit_matches(inventory: Inventory, limit: str | None) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ValidationError
-from engine.inventory.data import InventoryData, check_connection
+from engine.inventory.data import InventoryData, note_connection
 from engine.yamlload import load_file
 
 VARS_EXTENSIONS = (".yml", ".yaml", ".json")
@@ -49,13 +49,13 @@ def vars_files(base: Path, name: str) -> list[Path]:
     return found
 
 
-def load_vars_file(path: Path) -> dict[str, Any]:
+def load_vars_file(path: Path, bad_connections: dict[str, ValidationError]) -> dict[str, Any]:
     data = load_file(path)
     if data is None:
         return {}
     if not isinstance(data, Mapping):
         raise ValidationError("a vars file must be a mapping", file=str(path), line=1)
-    check_connection(data, (str(path), 1))
+    note_connection(data, (str(path), 1), bad_connections)
     return dict(data)
 
 
@@ -65,6 +65,8 @@ class VarsDirs:
 
     inventory_bases: Sequence[Path]
     playbook_base: Path | None = None
+    # where an unknown ansible_connection was written (shared with the InventoryData)
+    bad_connections: dict[str, ValidationError] = field(default_factory=dict)
     _cache: dict[tuple[Path, str, str], dict[str, Any]] = field(default_factory=dict)
     _listings: dict[Path, frozenset[str]] = field(default_factory=dict)
 
@@ -81,7 +83,7 @@ class VarsDirs:
             merged: dict[str, Any] = {}
             if self._present(base / kind, name):
                 for path in vars_files(base / kind, name):
-                    merged.update(load_vars_file(path))
+                    merged.update(load_vars_file(path, self.bad_connections))
             self._cache[key] = merged
         return self._cache[key]
 

@@ -13,8 +13,8 @@ from typing import Any
 from engine import __version__, templating
 from engine.connection.warm import WarmConnections
 from engine.errors import EXIT_ERROR, EXIT_OK, EXIT_TASK_FAILED, OptionsError, RiggerError
-from engine.inventory import inline_hosts, load_inventory, require_limit_matches, select_hosts
-from engine.model import Inventory, Playbook
+from engine.inventory import inline_hosts, load_inventory, require_limit_matches, select_hosts, targeted_connections
+from engine.model import Inventory, Playbook, host_patterns
 from engine.output.events import Event, Notice, Sink
 from engine.plans import planfile
 from engine.plans.gate import ApplyGate
@@ -88,6 +88,7 @@ def loaded(request: Request) -> tuple[Playbook, Inventory]:
     inventory = load_inventory(request.inventories, playbook_dir=Path(request.playbook).parent)
     static_check.check(book, inventory, request.extra_vars)
     require_limit_matches(inventory, request.limit)
+    targeted_connections(inventory, host_patterns(book), request.limit)  # refuses; plans warn of nothing else
     return book, inventory
 
 

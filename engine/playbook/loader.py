@@ -298,6 +298,7 @@ def _options(data: Mapping[str, Any], inherited: TaskOptions) -> TaskOptions:
         when=inherited.when + _as_tuple(data.get("when")),
         tags=inherited.tags + _as_tuple(data.get("tags")),
         become=data.get("become", inherited.become),
+        become_user=data.get("become_user", inherited.become_user),
         environment=inherited.environment + ((env,) if env else ()),
         no_log=data.get("no_log", inherited.no_log),
         diff=data.get("diff", inherited.diff),

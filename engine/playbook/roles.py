@@ -19,7 +19,9 @@ from engine.playbook import collections
 from engine.yamlload import load_file
 
 # Keys of a role entry (``roles:`` item, dependency) that are not role parameters.
-ROLE_KEYWORDS = frozenset({"role", "name", "when", "tags", "vars", "become", "environment", "no_log", "ignore_errors"})
+ROLE_KEYWORDS = frozenset(
+    {"role", "name", "when", "tags", "vars", "become", "become_user", "environment", "no_log", "ignore_errors"}
+)
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,9 @@
 schema could say something misleading ("unknown key") about a perfectly valid playbook.
 
 A keyword set to the value that means what rigger does anyway (``strategy: linear``,
-``become_user: root``) is accepted: each is Ansible's default, so it means there what it
-means in ansible-core 2.19 (docs/ansible.md lists every keyword and value). ``diff`` and
-``check_mode`` change what a task does and are read by the loader (``check_flags``).
+``become_user: root``, ``become_method: sudo``) is accepted: each is Ansible's default, so it
+means there what it means in ansible-core 2.19 (docs/ansible.md lists every keyword and value).
+``diff`` and ``check_mode`` change what a task does and are read by the loader (``check_flags``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from engine.yamlload import line_of
 _ACCEPTED: dict[str, tuple[Any, ...] | None] = {
     "strategy": ("linear", "ansible.builtin.linear"),
     "order": ("inventory",),
-    "become_user": ("root",),
     "become_method": ("sudo",),
     "force_handlers": (False,),
     "ignore_unreachable": (False,),
@@ -74,7 +73,7 @@ def lacking(key: Any, where: str) -> str | None:
 _HINTS = {
     "strategy": "rigger runs plays with the linear strategy",
     "async": "run long commands as a service, or with command's timeout",
-    "become_user": "rigger becomes root only",
+    "become_method": "rigger becomes root or another user with sudo only",
 }
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine import registry, templating
-from engine.connection.base import Connection, ScopedConnection, TaskScope
+from engine.connection.base import Connection, ScopedConnection, TaskScope, become_target
 from engine.connection.predicted import PredictedHost
 from engine.errors import HostUnreachable, Interrupted, TaskFailed, TemplateError
 from engine.mask import MASK, answers
@@ -48,6 +48,8 @@ class ExecOptions:
     connect: Callable[[str], Connection] | None = None
     # The run's stop flag: set, the task stops before its next command (engine/run/interrupt.py).
     stop: threading.Event | None = None
+    # ansible.cfg's become_user: below the keyword and the ansible_become_user variable
+    become_user: str | None = None
 
 
 @dataclass(frozen=True)
@@ -218,6 +220,18 @@ def diff_of(options: TaskOptions, scope: Mapping[str, Any]) -> bool | None:
         except TemplateError:
             return False
     return None if flag is None else bool(flag)
+
+
+def become_user_of(options: TaskOptions, scope: Mapping[str, Any], default: str | None = None) -> str | None:
+    """Whom a task becomes: the ``ansible_become_user`` variable, else its ``become_user``
+    keyword (ansible-core lets the connection variable win over the keyword), else
+    ansible.cfg's ``default``, else root (None). TemplateError when it does not render."""
+    user = scope.get("ansible_become_user")
+    for fallback in (options.become_user, default):
+        user = fallback if user is None else user
+    if isinstance(user, str) and templating.is_template(user):
+        user = templating.render(user, scope)
+    return None if user is None else str(user)
 
 
 def become_of(options: TaskOptions, scope: Mapping[str, Any]) -> bool:
@@ -421,8 +435,14 @@ class TaskRunner:
             spec = registry.get(task.module)
             args = _rendered_args(task, scope)
             environment = merged_environment(task.options.environment, scope)
-            become = become_of(task.options, scope)
+            become_user = become_user_of(task.options, scope, self.options.become_user)
+            become = become_target(become_of(task.options, scope), become_user)
+            method = scope.get("ansible_become_method")
+            if become and method not in (None, "sudo"):  # the keyword is refused by validate
+                raise ValueError(f"ansible_become_method {method!r} is not supported (rigger becomes users with sudo)")
         except TemplateError as exc:
+            return _failed(f"task '{task.display_name}' ({task.location}): {exc}")
+        except ValueError as exc:  # a become_user that is no user name, a become method rigger lacks
             return _failed(f"task '{task.display_name}' ({task.location}): {exc}")
         if isinstance(args, Mapping):
             args = spec.coerced(args)
@@ -439,7 +459,7 @@ class TaskRunner:
         conn = ScopedConnection(
             self.conn,
             TaskScope(
-                become=bool(become),
+                become=become,
                 environment={k: str(v) for k, v in environment.items()},
                 timeout_s=task.timeout_s,
                 stop=self.options.stop,

@@ -14,7 +14,7 @@ from typing import Any
 
 from engine import facts as facts_mod
 from engine import runlock, templating
-from engine.connection.base import Connection
+from engine.connection.base import Become, Connection, become_target
 from engine.connection.factory import open_connection
 from engine.connection.local import LocalConnection
 from engine.connection.predicted import PredictedHost
@@ -31,7 +31,7 @@ from engine.errors import (
     TemplateError,
     ValidationError,
 )
-from engine.inventory import load_inventory, select_hosts
+from engine.inventory import Membership, load_inventory, select_hosts
 from engine.model import Block, Inventory, Location, Play, Playbook, Step, Task
 from engine.output.events import (
     COUNTERS,
@@ -47,9 +47,9 @@ from engine.output.events import (
     TaskStarted,
 )
 from engine.playbook import loader, tags
-from engine.run import interrupt, quarantine
+from engine.run import groupby, interrupt, quarantine
 from engine.run.batches import Limits, batches
-from engine.run.executor import ExecOptions, Outcome, PlannedStep, TaskRunner, become_of, loop_items
+from engine.run.executor import ExecOptions, Outcome, PlannedStep, TaskRunner, become_of, become_user_of, loop_items
 from engine.run.hostlocks import HostLocks
 from engine.templating import magicvars, taskvars
 from engine.templating.filters import to_bool
@@ -157,6 +157,10 @@ class Runner:
         self._breaker_tripped = False
         # failed/unreachable counts a meta: clear_host_errors forgave, per host (exit code)
         self._cleared: dict[str, tuple[int, int]] = {}
+        self._joined: list[Membership] = []  # group_by's groups, for the whole run
+        self._group_joins = groupby.GroupJoins()
+        self._batch_vars: Mapping[str, Any] = {}
+        self._playbook_path = ""
 
     def emit(self, event: Event) -> None:
         with self._emit_lock:
@@ -389,6 +393,7 @@ class Runner:
         play_vars = self._play_vars(play, playbook)
         play = self._rendered_play(play, play_vars)
         self._play_now = play
+        self._playbook_path = playbook.path
         self._task_names: dict[tuple[int, int], str] = {}
         self._batch_count = 0
         matched = self._select(play)
@@ -412,6 +417,7 @@ class Runner:
             # ansible_play_hosts_all is every host the play matched, failed ones included
             self._play_names, self._batch_names = matched, batch
             batch_vars = {**play_vars, **magicvars.play_variables(matched, batch, self._down)}
+            self._batch_vars = batch_vars
             hosts = [self._host_run(name, batch_vars) for name in batch]
             self._hosts.update((h.name, h) for h in hosts)
             batch_ok = self._batch(play, hosts)
@@ -482,14 +488,14 @@ class Runner:
         def gather(host: HostRun) -> HostResult:
             started = time.monotonic()
             try:
-                sudo = become_of(self._play_now.options, self._scope_of(host.name))
+                sudo = self._gathering_as(host)
                 gathered = facts_mod.gather(host.conn, self._play_now.gather_subset, sudo=sudo)
                 host.data["facts"] = gathered.own
                 facts_mod.store(host.data, {"ansible_facts": gathered.ansible})
                 return HostResult(host.name, "Gathering Facts", Status.OK, False, duration_s=time.monotonic() - started)
             except HostUnreachable as exc:
                 return HostResult(host.name, "Gathering Facts", Status.UNREACHABLE, False, msg=str(exc))
-            except RiggerError as exc:
+            except (RiggerError, ValueError) as exc:  # ValueError: a become_user that is no user name
                 return HostResult(host.name, "Gathering Facts", Status.FAILED, False, msg=str(exc))
 
         results = self._parallel(gather, hosts)
@@ -497,6 +503,13 @@ class Runner:
         for host, result in zip(hosts, results, strict=True):
             self._record(host, result, "Gathering Facts")
         self.emit(TaskFinished("Gathering Facts"))
+
+    def _gathering_as(self, host: HostRun) -> Become:
+        """Facts are gathered as the play becomes (root, or its become_user), as in Ansible."""
+        scope = self._scope_of(host.name)
+        default = self.options.connection_defaults.get("ansible_become_user")
+        options = self._play_now.options
+        return become_target(become_of(options, scope), become_user_of(options, scope, default))
 
     def _parallel(self, fn: Callable[[HostRun], Any], hosts: list[HostRun]) -> list[Any]:
         if len(hosts) == 1 or self.options.forks <= 1 or threading.current_thread().name.startswith(FORK_THREAD):
@@ -659,6 +672,7 @@ class Runner:
                     before_apply=self.options.before_apply,
                     connect=self._delegate_connection,
                     stop=self._interrupted,
+                    become_user=self.options.connection_defaults.get("ansible_become_user"),
                 ),
                 lambda message: self.emit(Progress(host.name, task.display_name, message)),
             )
@@ -667,6 +681,8 @@ class Runner:
             except KeyboardInterrupt:  # only the first signal raises: this record is not cut short
                 self._interrupted_task(host, task, runner)
                 raise
+            if task.module == "group_by":
+                outcome = self._group_joins.record(self.inventory, host.name, outcome)
             self._in_flight.pop(host.name, None)
             self._record_outcome(host, outcome, task.display_name)
             return outcome
@@ -676,6 +692,8 @@ class Runner:
             self._after(task, host, outcome)
             if runs_on is not None:
                 self._share_run_once(task, host, outcome)
+        if task.module == "group_by":
+            self._join_groups(self._group_joins.take())
         self._quarantine_marks(task, hosts, outcomes)
         self.emit(TaskFinished(task.display_name))
 
@@ -808,11 +826,27 @@ class Runner:
 
     def _refresh_inventory(self) -> None:
         """Read the inventory sources again: hosts and groups added by earlier tasks count
-        from the next play on, as in Ansible."""
-        playbook_dir = Path(self._play_now.location.file).parent if self._play_now.location.file else None
-        self.inventory = load_inventory(self.inventory.sources, playbook_dir=playbook_dir)
+        from the next play on, as in Ansible; group_by's groups stay (ansible-core 2.19 keeps them)."""
+        self._reload_inventory()
+
+    def _reload_inventory(self) -> None:
+        """The inventory read again as the run read it first: group_vars beside the playbook
+        run (not beside an imported one), and group_by's groups."""
+        playbook_dir = Path(self._playbook_path).resolve().parent if self._playbook_path else None
+        self.inventory = load_inventory(self.inventory.sources, playbook_dir=playbook_dir, joined=self._joined)
         self._hostvars = magicvars.HostVars(self.inventory, self._scope_of)
-        self._run_magic["groups"] = {group: list(members) for group, members in self.inventory.groups.items()}
+        self._run_magic["groups"] = magicvars.groups_variable(self.inventory)
+
+    def _join_groups(self, new: list[Membership]) -> None:
+        """group_by's groups: the inventory read again with them, and the current batch's
+        variables made again, so the next task already sees ``groups``, ``group_names`` and
+        the new groups' group_vars (Ansible's variable manager reads them per task)."""
+        if not new:
+            return
+        self._joined += new
+        self._reload_inventory()
+        for host in self._batch_hosts:
+            host.inventory_vars = self._templated_vars(host.name, self._batch_vars)
 
     def _include(self, task: Task, hosts: list[HostRun]) -> None:
         """Decide per host what the include loads (when, loop, templated name), then run

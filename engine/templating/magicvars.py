@@ -66,6 +66,11 @@ class HostVars(Mapping[str, Any]):
         return len(self._inventory.hosts)
 
 
+def groups_variable(inventory: Inventory) -> dict[str, list[str]]:
+    """``groups``: every group and its hosts, names inert."""
+    return {Inert(group): inert_names(hosts) for group, hosts in inventory.groups.items()}
+
+
 def run_variables(
     inventory: Inventory,
     check_mode: bool,
@@ -80,7 +85,7 @@ def run_variables(
     return {
         "ansible_run_tags": sorted(tags) or ["all"],
         "ansible_skip_tags": sorted(skip_tags),
-        "groups": {Inert(group): inert_names(hosts) for group, hosts in inventory.groups.items()},
+        "groups": groups_variable(inventory),
         "ansible_check_mode": check_mode,
         "ansible_diff_mode": diff,
         "ansible_forks": forks,

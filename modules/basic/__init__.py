@@ -6,6 +6,7 @@ MODULES = (
     "debug",
     "ensure_absent",
     "fail",
+    "group_by",
     "include_vars",
     "raw",
     "set_fact",

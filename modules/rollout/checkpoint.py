@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from engine.module_api import Change, ScopedConnection, TaskContext, TaskFailed, Unchanged, Writes
+from engine.module_api import Become, Change, ScopedConnection, TaskContext, TaskFailed, Unchanged, Writes
 from modules.checkpoints import patch_quant_config
 from modules.rollout.fleet import FleetHost
 from modules.serving.spec import config_digests, config_paths, read_config_files, recorded_model
@@ -59,7 +59,7 @@ class _AsPatched(ScopedConnection):
 
     patched: Mapping[str, bytes] = field(default_factory=dict)
 
-    def read_file(self, path: str, *, sudo: bool | None = None) -> bytes | None:
+    def read_file(self, path: str, *, sudo: Become | None = None) -> bytes | None:
         data = self.patched.get(posixpath.normpath(path))
         return data if data is not None else super().read_file(path, sudo=sudo)
 

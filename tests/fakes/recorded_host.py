@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import probes
-from engine.connection.base import CommandResult, ScopedConnection, raise_for_status
+from engine.connection.base import Become, CommandResult, ScopedConnection, raise_for_status
 from engine.module_api import TaskContext
 
 
@@ -33,7 +33,7 @@ class RecordedHost:
     probe_args: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     _served: dict[str, int] = field(default_factory=dict)
 
-    def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool = False) -> dict[str, Any]:
+    def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: Become = False) -> dict[str, Any]:
         self.calls.append(("probe", name))
         self.probe_args.append((name, dict(args or {})))
         if name not in self.probes:
@@ -55,7 +55,7 @@ class RecordedHost:
         self,
         argv: Sequence[str],
         *,
-        sudo: bool = False,
+        sudo: Become = False,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         stdin: bytes | None = None,
@@ -81,14 +81,14 @@ class RecordedHost:
         )
         return raise_for_status(result) if check else result
 
-    def read_file(self, path: str, *, sudo: bool = False) -> bytes | None:
+    def read_file(self, path: str, *, sudo: Become = False) -> bytes | None:
         self.calls.append(("read", path))
         if path not in self.files:
             raise AssertionError(f"no recorded content for {path}")
         text = self.files[path]
         return None if text is None else text.encode()
 
-    def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: bool = False) -> None:
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: Become = False) -> None:
         self.calls.append(("write", path))
 
     def hold_run_lock(self, request: Mapping[str, Any]) -> Any:
@@ -141,7 +141,7 @@ class Recorder:
     def host_name(self) -> str:
         return str(self.inner.host_name)
 
-    def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool = False) -> dict[str, Any]:
+    def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: Become = False) -> dict[str, Any]:
         try:
             answer: dict[str, Any] = self.inner.run_probe(name, args, sudo=sudo)
         except probes.ProbeError as exc:
@@ -163,12 +163,12 @@ class Recorder:
         self.commands[" ".join(argv)] = {"rc": result.rc, "stdout": result.stdout, "stderr": result.stderr}
         return result
 
-    def read_file(self, path: str, *, sudo: bool = False) -> bytes | None:
+    def read_file(self, path: str, *, sudo: Become = False) -> bytes | None:
         data: bytes | None = self.inner.read_file(path, sudo=sudo)
         self.files[path] = None if data is None else data.decode("utf-8", "replace")
         return data
 
-    def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: bool = False) -> None:
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: Become = False) -> None:
         raise AssertionError("plan() wrote a file")
 
     def hold_run_lock(self, request: Mapping[str, Any]) -> Any:

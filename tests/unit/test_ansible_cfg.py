@@ -64,7 +64,7 @@ def test_settings_rigger_does_not_read_are_named_once(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
-        ("[privilege_escalation]\nbecome_user = app\n", "become_user = app is not supported"),
+        ("[privilege_escalation]\nbecome_method = su\n", "become_method = su is not supported"),
         ("[defaults]\nforks = many\n", "forks must be a number"),
         ("[defaults]\ntransport = docker\n", "transport = docker is not supported"),
     ],

@@ -50,7 +50,7 @@ def test_fqcn_names_and_key_value_arguments_validate(tmp_path):
         ("  tasks:\n    - include: t.yml\n", 4, "`include` was removed from Ansible (2.16); use include_tasks"),
         ("- include: other.yml\n", 3, "`include` was removed from Ansible (2.16); use import_playbook"),
         ("  tasks:\n    - meta: clear_facts\n", 4, "`meta: clear_facts` is not supported"),
-        ("  tasks:\n    - become_user: postgres\n      command: 'true'\n", 4, "`become_user: postgres`"),
+        ("  tasks:\n    - become_method: su\n      command: 'true'\n", 4, "`become_method: su` is not supported"),
         (
             "  tasks:\n    - ansible.builtin.service: name=x\n",
             4,

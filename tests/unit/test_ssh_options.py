@@ -3,6 +3,9 @@ the command lines are executed by a real /bin/sh here to check the quoting)."""
 
 from __future__ import annotations
 
+import os
+import pwd
+import shutil
 import subprocess
 
 import pytest
@@ -113,6 +116,19 @@ def test_become_line_keeps_env_values_out_of_sudo_argv() -> None:
     sudo_part = line.split("exec ", 1)[1]
     assert "secret" not in sudo_part and "--preserve-env=TOKEN" in sudo_part
     assert "sudo -n" in sudo_part
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("sudo"), reason="needs root and sudo")
+def test_become_user_line_runs_as_that_user_through_real_sudo() -> None:
+    """The line sshd would run, run here by sh with the real sudo (as root, sudo -u needs
+    no password): the success marker, then the command as nobody with nobody's HOME."""
+    markers = BecomeMarkers.new()
+    line = command_line(
+        ["sh", "-c", 'echo "$(id -un) $HOME $V"'], env={"V": "kept"}, become=markers, become_user="nobody"
+    )
+    home = pwd.getpwnam("nobody").pw_dir
+    assert _sh(line) == f"{markers.success}\nnobody {home} kept\n"
+    assert "sudo -H -u nobody -n" in line
 
 
 def test_invalid_env_names_are_refused() -> None:

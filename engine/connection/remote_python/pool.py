@@ -18,7 +18,7 @@ from typing import Any
 import paramiko
 
 from engine import probes
-from engine.connection.base import CommandResult
+from engine.connection.base import Become, CommandResult
 from engine.connection.capture import DEFAULT_CAP_BYTES, CappedBuffer
 from engine.connection.remote_python.client import RemoteInterpreter, RemoteInterpreterDied, server_source
 from engine.connection.ssh.become import become_handshake
@@ -35,15 +35,15 @@ class RemoteInterpreterPool:
     options: SSHOptions
     markers: BecomeMarkers
     open_channel: Callable[[], paramiko.Channel]
-    remotes: dict[bool, RemoteInterpreter] = field(default_factory=dict)
-    unusable: dict[bool, str] = field(default_factory=dict)
+    remotes: dict[Become, RemoteInterpreter] = field(default_factory=dict)
+    unusable: dict[Become, str] = field(default_factory=dict)
     lock_paths: set[str] = field(default_factory=set)  # run locks held by the plain remote python
 
     @property
     def host_name(self) -> str:
         return self.options.host_name
 
-    def get(self, sudo: bool) -> RemoteInterpreter | None:
+    def get(self, sudo: Become) -> RemoteInterpreter | None:
         if not self.options.remote_python or sudo in self.unusable:
             return None
         if sudo in self.remotes and not self.remotes[sudo].alive():
@@ -61,10 +61,15 @@ class RemoteInterpreterPool:
             self.remotes[sudo] = remote
         return self.remotes[sudo]
 
-    def _start(self, sudo: bool) -> RemoteInterpreter | None:
+    def _start(self, sudo: Become) -> RemoteInterpreter | None:
         argv = [*shlex.split(self.options.python), "-c", server_source()]
         password = self.options.become_password if sudo else None
-        line = command_line(argv, become=self.markers if sudo else None, become_password=password is not None)
+        line = command_line(
+            argv,
+            become=self.markers if sudo else None,
+            become_password=password is not None,
+            become_user=sudo if isinstance(sudo, str) else None,
+        )
         chan = self.open_channel()
         deadline = time.monotonic() + self.options.connect_timeout_s
         try:
@@ -131,7 +136,7 @@ class RemoteInterpreterPool:
             raise HostUnreachable(f"{self.host_name}: run lock failed: {answer['error']}")
         return answer
 
-    def drop(self, sudo: bool) -> None:
+    def drop(self, sudo: Become) -> None:
         remote = self.remotes.pop(sudo, None)
         if remote is not None:
             remote.close()
@@ -145,7 +150,7 @@ class RemoteInterpreterPool:
     def run(
         self,
         remote: RemoteInterpreter,
-        sudo: bool,
+        sudo: Become,
         argv: Sequence[str],
         env: Mapping[str, str] | None,
         cwd: str | None,
@@ -188,7 +193,7 @@ class RemoteInterpreterPool:
             truncated=bool(answer.get("dropped_stdout") or answer.get("dropped_stderr")),
         )
 
-    def probe(self, remote: RemoteInterpreter, sudo: bool, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    def probe(self, remote: RemoteInterpreter, sudo: Become, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
         needed = probes.closure(name)
         sources = {n: source for n, source in needed.items() if n not in remote.sent_probes}
         request = {"op": "probe", "name": name, "sources": sources, "args": dict(args)}

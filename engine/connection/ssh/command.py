@@ -42,6 +42,7 @@ def command_line(
     timeout_s: float | None = None,
     become: BecomeMarkers | None = None,
     become_password: bool = False,
+    become_user: str | None = None,
 ) -> str:
     if not argv:
         raise TaskFailed("empty command")
@@ -56,7 +57,7 @@ def command_line(
         steps.append(f"cd {shlex.quote(cwd)}")
     full: list[str] = []
     if become is not None:
-        full += _sudo_prefix(become, become_password, names)
+        full += _sudo_prefix(become, become_password, names, become_user)
     if timeout_s is not None:
         full += ["timeout", "-k", f"{TIMEOUT_KILL_AFTER_S}", f"{max(timeout_s, 0.001):g}"]
     full += list(argv)
@@ -64,8 +65,12 @@ def command_line(
     return " && ".join(steps)
 
 
-def _sudo_prefix(markers: BecomeMarkers, with_password: bool, env_names: list[str]) -> list[str]:
+def _sudo_prefix(
+    markers: BecomeMarkers, with_password: bool, env_names: list[str], user: str | None = None
+) -> list[str]:
+    """Root by default; ``user``: that user, as Ansible's sudo becomes one (``-H -u USER``)."""
     mode = ["-S", "-k", "-p", markers.prompt] if with_password else ["-n"]
+    target = ["-H", "-u", user] if user else []
     preserve = [f"--preserve-env={','.join(env_names)}"] if env_names else []
     announce = f'printf "%s\\n" {markers.success} && exec "$@"'
-    return ["sudo", *mode, *preserve, "--", "sh", "-c", announce, "sh"]
+    return ["sudo", *target, *mode, *preserve, "--", "sh", "-c", announce, "sh"]

@@ -28,7 +28,7 @@ from typing import Any
 import paramiko
 
 from engine import probes
-from engine.connection.base import CommandResult, raise_for_status
+from engine.connection.base import Become, CommandResult, raise_for_status
 from engine.connection.remote_python.pool import RemoteInterpreterPool
 from engine.connection.ssh.become import become_handshake, strip_become_marker
 from engine.connection.ssh.command import BecomeMarkers, command_line
@@ -130,7 +130,7 @@ class SSHConnection:
         self,
         argv: Sequence[str],
         *,
-        sudo: bool = False,
+        sudo: Become = False,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         stdin: bytes | None = None,
@@ -150,7 +150,8 @@ class SSHConnection:
             cwd=cwd,
             timeout_s=timeout_s,
             become=self._markers if sudo else None,
-            become_password=sudo and self.options.become_password is not None,
+            become_password=bool(sudo) and self.options.become_password is not None,
+            become_user=sudo if isinstance(sudo, str) else None,
         )
         deadline = None if timeout_s is None else started + timeout_s + TIMEOUT_GRACE_S
         with self._guard(f"command {argv[0]}"):
@@ -158,7 +159,7 @@ class SSHConnection:
         result = self._result(argv, outcome, started, timeout_s, sudo)
         return raise_for_status(result) if check else result
 
-    def _exec(self, line: str, stdin: bytes | None, deadline: float | None, sudo: bool) -> ExecOutcome:
+    def _exec(self, line: str, stdin: bytes | None, deadline: float | None, sudo: Become) -> ExecOutcome:
         chan = self._open_channel()
         try:
             chan.exec_command(line)
@@ -189,7 +190,7 @@ class SSHConnection:
         outcome: ExecOutcome,
         started: float,
         timeout_s: float | None,
-        sudo: bool,
+        sudo: Become,
     ) -> CommandResult:
         if outcome.lost:
             raise self._mark_lost(f"connection lost while running {shlex.join(argv)[:200]}")
@@ -221,14 +222,14 @@ class SSHConnection:
                 raise self._mark_lost("could not open an SFTP session")
         return self._sftp
 
-    def read_file(self, path: str, *, sudo: bool = False) -> bytes | None:
+    def read_file(self, path: str, *, sudo: Become = False) -> bytes | None:
         if sudo or self._remote_python_ready():
             answer = self._file_probe("read", path, {"op": "read", "path": path}, sudo)
             return base64.b64decode(answer["data"]) if answer["exists"] else None
         with self._guard(f"reading {path}"):
             return sftp_read(self.sftp(), path, self.host_name)
 
-    def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: bool = False) -> None:
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: Become = False) -> None:
         """Atomic: temp file beside the target, fsync, rename. Through the remote when it runs
         (one round trip, ~0.5 ms), else over SFTP (six round trips); big files over SFTP."""
         if sudo or (len(data) <= REMOTE_PYTHON_FILE_MAX_BYTES and self._remote_python_ready()):
@@ -242,7 +243,7 @@ class SSHConnection:
         with self._guard("starting the remote python"):
             return self._remotes.get(False) is not None
 
-    def _file_probe(self, verb: str, path: str, payload: dict[str, Any], sudo: bool) -> dict[str, Any]:
+    def _file_probe(self, verb: str, path: str, payload: dict[str, Any], sudo: Become) -> dict[str, Any]:
         try:
             return self.run_probe("fileio", payload, sudo=sudo)
         except probes.ProbeError as exc:
@@ -253,7 +254,7 @@ class SSHConnection:
 
     # -- probes ------------------------------------------------------------------------
 
-    def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: bool = False) -> dict[str, Any]:
+    def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: Become = False) -> dict[str, Any]:
         with self._guard(f"probe {name}"):
             remote = self._remotes.get(sudo)
             if remote is not None:
