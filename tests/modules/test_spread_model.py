@@ -1,0 +1,285 @@
+"""spread_model: one verified copy of a model spread to the other hosts of a group.
+
+Real: the module's plan and apply, the model_verify, model_peer_read, model_peer_write and
+fileio probes, each "host" an inventory name reached by the local connection with its own
+directory on this machine (as tests/integration/local runs several hosts), real files
+hashed with sha256. Not real: no hub here (a fake hub is not a stand-in for the hub
+client; tests/integration/hub runs the hub side of ensure_model against a real mirror):
+the first host holds the files and the manifest ensure_model writes, and every hub
+endpoint is one where nothing listens, so no host reaches the hub. The interruption is an
+exception raised on the controller inside a chunk write (as a Ctrl-C there would).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import struct
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.connection.base import ScopedConnection
+from engine.connection.local import LocalConnection
+from engine.module_api import Change, TaskContext, TaskFailed, Unchanged
+from modules.checkpoints import spread_model as mod
+from modules.checkpoints.manifest import HubFile, Listing, Manifest
+from modules.checkpoints.spread import HUB, Fleet, schedule
+
+COMMIT = "2c06be8556499af9ac04bf57a2f9e9bbd5519f7d"
+UNREACHABLE = "http://127.0.0.1:9"  # nothing listens on port 9
+
+
+def shard(payload: bytes) -> bytes:
+    header = json.dumps({"w": {"dtype": "U8", "shape": [len(payload)], "data_offsets": [0, len(payload)]}}).encode()
+    return struct.pack("<Q", len(header)) + header + payload
+
+
+FILES = {
+    "config.json": b'{"model_type": "tiny"}\n',
+    "model-00001-of-00002.safetensors": shard(bytes(range(256)) * 10_000),  # 2.4 MiB: three 1 MiB chunks
+    "sub/model-00002-of-00002.safetensors": shard(b"y" * 5000),
+}
+FILES["model.safetensors.index.json"] = json.dumps(
+    {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "sub/model-00002-of-00002.safetensors"}}
+).encode()
+
+
+def listing() -> Listing:
+    def entry(name: str, data: bytes) -> HubFile:
+        if name.endswith(".safetensors"):
+            return HubFile(name, len(data), hashlib.sha256(data).hexdigest())
+        blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        return HubFile(name, len(data), None, blob)
+
+    return Listing(COMMIT, tuple(entry(n, d) for n, d in sorted(FILES.items())))
+
+
+def args_for(tmp_path: Path, hosts: list[str], **extra: Any) -> dict[str, Any]:
+    defaults = {k: v["default"] for k, v in mod.SCHEMA["properties"].items() if "default" in v}
+    return {
+        **defaults,
+        "repo_id": "o/r",
+        "revision": COMMIT,
+        "local_dir": str(tmp_path / "unused"),
+        "host_local_dir": {h: str(tmp_path / h / "model") for h in hosts},
+        "hosts": hosts,
+        "python": sys.executable,
+        "endpoint": UNREACHABLE,
+        "reserve_free_mib": 0,
+        "chunk_mib": 1,
+        **extra,
+    }
+
+
+def seed(tmp_path: Path, host: str, args: dict[str, Any]) -> Path:
+    """A host that holds the snapshot as ensure_model leaves it: files and manifest."""
+    root = tmp_path / host / "model"
+    for name, data in FILES.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    manifest = Manifest.build({**args, "local_dir": str(root)}, listing(), "sha256")
+    (root / ".rigger-manifest.json").write_text(manifest.to_json())
+    return root
+
+
+def context(hosts: list[str], planning: bool, conns: dict[str, LocalConnection] | None = None) -> TaskContext:
+    conns = conns or {}
+
+    def connect(name: str) -> LocalConnection:
+        return conns.get(name) or LocalConnection(name)
+
+    conn = ScopedConnection(connect(hosts[0])).planning(planning)
+    return TaskContext(hosts[0], conn, {}, {"ansible_check_mode": planning}, connect=connect)
+
+
+def run(tmp_path: Path, hosts: list[str], conns: dict[str, LocalConnection] | None = None, **extra: Any) -> Any:
+    args = args_for(tmp_path, hosts, **extra)
+    change = mod.plan(context(hosts, True), args)
+    if isinstance(change, Unchanged):
+        return change
+    return mod.apply(context(hosts, False, conns), args, change)
+
+
+def snapshot(tmp_path: Path, host: str) -> dict[str, bytes]:
+    root = tmp_path / host / "model"
+    return {n: (root / n).read_bytes() for n in FILES if (root / n).exists()}
+
+
+# -- the plan of a spread: a tree ----------------------------------------------------------
+
+
+def _fleet(hosts: int, sites: dict[str, list[str]] | None = None, seeds: dict[str, str | None] | None = None) -> Fleet:
+    names = tuple(f"h{i}" for i in range(1, hosts + 1))
+    site_of = {n: s for s, members in (sites or {}).items() for n in members}
+    return Fleet(names, {n: site_of.get(n, "") for n in names}, seeds or {"": None})
+
+
+@pytest.mark.parametrize("hosts", [2, 3, 8, 16])
+def test_one_holder_doubles_each_round_and_no_host_serves_everyone(hosts: int) -> None:
+    rounds = schedule(_fleet(hosts), {"w": {"h1"}})
+    assert rounds[0] == [], "a held file is not fetched from the hub"
+    assert len(rounds) - 1 == math.ceil(math.log2(hosts))
+    served = Counter(c.source for batch in rounds for c in batch)
+    assert max(served.values()) <= len(rounds) - 1, "a host sends one file per round"
+    assert hosts < 4 or max(served.values()) < hosts - 1, f"one host serves everyone: {served}"
+    for number, batch in enumerate(rounds[1:], 1):
+        holders = 2 ** (number - 1)
+        assert len(batch) == min(holders, hosts - holders)
+        assert len({c.source for c in batch}) == len(batch), "a host sends one file per round"
+
+
+def test_a_site_is_seeded_from_the_hub_once_and_copies_within_itself() -> None:
+    sites = {"east": ["h1", "h2", "h3"], "west": ["h4", "h5", "h6"]}
+    rounds = schedule(_fleet(6, sites, {"east": "h1", "west": "h4"}), {"a": set(), "b": set()})
+    assert sorted((c.name, c.target) for c in rounds[0]) == [("a", "h1"), ("a", "h4"), ("b", "h1"), ("b", "h4")]
+    assert all(c.source == HUB for c in rounds[0])
+    east, west = set(sites["east"]), set(sites["west"])
+    for copy in (c for batch in rounds[1:] for c in batch):
+        assert {copy.source, copy.target} <= east or {copy.source, copy.target} <= west, copy
+
+
+def test_a_site_without_hub_access_copies_from_another_site_and_nothing_held_nowhere_fails() -> None:
+    sites = {"east": ["h1", "h2"], "dark": ["h3", "h4"]}
+    rounds = schedule(_fleet(4, sites, {"east": "h1", "dark": None}), {"a": set()})
+    assert [(c.source, c.target) for c in rounds[0]] == [(HUB, "h1")]
+    targets = {c.target: c.source for batch in rounds[1:] for c in batch}
+    assert set(targets) == {"h2", "h3", "h4"}
+    with pytest.raises(TaskFailed, match="no host holds a and no host reached the hub"):
+        schedule(_fleet(3), {"a": set()})
+
+
+# -- the module on several local "hosts" ----------------------------------------------------
+
+
+HOSTS = ["h1", "h2", "h3", "h4"]
+
+
+def test_check_mode_says_per_host_where_each_file_comes_from_and_touches_nothing(tmp_path: Path, digest: Any) -> None:
+    args = args_for(tmp_path, HOSTS)
+    seed(tmp_path, "h1", args)
+    before = digest(tmp_path)
+    change = mod.plan(context(HOSTS, True), args)
+    assert isinstance(change, Change)
+    assert digest(tmp_path) == before, "check mode wrote something"
+    assert "0 from the hub (0 B), 12 peer copies" in change.summary
+    rounds = int(re.search(r"in (\d+) rounds", change.summary).group(1))  # type: ignore[union-attr]
+    assert 4 <= rounds < 12, "h2..h4 take one file per round; h1 alone would need 12"
+    by_host = {d.label.split(":")[0]: d.after for d in change.diffs}
+    assert sorted(by_host) == ["h2", "h3", "h4"]
+    assert "config.json: from h1 (round 1)" in by_host["h2"]
+    sources = {line.split(": from ")[1] for text in by_host.values() for line in text.splitlines()}
+    assert any(s.startswith(("h2", "h3")) for s in sources), f"only h1 serves: {sources}"
+    assert "config.json: missing" in change.diffs[0].before
+
+
+def test_spread_from_one_verified_copy_fills_every_host_with_the_same_bytes_and_manifest(tmp_path: Path) -> None:
+    seed(tmp_path, "h1", args_for(tmp_path, HOSTS))
+    result = run(tmp_path, HOSTS)
+    for host in HOSTS:
+        assert snapshot(tmp_path, host) == FILES, host
+        manifest = Manifest.parse((tmp_path / host / "model" / ".rigger-manifest.json").read_bytes())
+        assert manifest is not None and manifest.commit == COMMIT and manifest.verified == "sha256"
+        assert not list((tmp_path / host / "model").rglob("*.rigger-spread")), "a part file was left"
+    total = sum(len(d) for d in FILES.values())
+    assert result.data["hub_bytes"] == 0 and result.data["relayed_bytes"] == 3 * total
+    assert sorted(result.data["peer_copies"]) == ["h2", "h3", "h4"]
+    again = mod.plan(context(HOSTS, True), args_for(tmp_path, HOSTS))
+    assert isinstance(again, Unchanged) and "verified (sha256) on 4 hosts" in again.msg
+
+
+def test_a_peer_copy_with_a_flipped_byte_is_never_a_source_and_is_replaced(tmp_path: Path) -> None:
+    args = args_for(tmp_path, HOSTS)
+    seed(tmp_path, "h1", args)
+    bad = seed(tmp_path, "h2", args) / "model-00001-of-00002.safetensors"  # its manifest says sha256-verified
+    data = bytearray(bad.read_bytes())
+    data[-100] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    change = mod.plan(context(HOSTS, True), args)
+    assert isinstance(change, Change)
+    text = {d.label.split(":")[0]: d.before + d.after for d in change.diffs}
+    assert "model-00001-of-00002.safetensors: sha256" in text["h2"] and "from h1" in text["h2"]
+    result = mod.apply(context(HOSTS, False), args, change)
+    for host in HOSTS:
+        assert snapshot(tmp_path, host) == FILES, host
+    assert result.data["rejected"] == []
+
+
+def test_a_source_corrupted_after_the_plan_is_caught_by_the_target_and_not_spread(tmp_path: Path) -> None:
+    args = args_for(tmp_path, HOSTS)
+    seed(tmp_path, "h1", args)
+    seed(tmp_path, "h2", args)
+    change = mod.plan(context(HOSTS, True), args)
+    assert isinstance(change, Change)
+    for name in FILES:  # after the plan verified h2, every one of its files goes bad in place
+        path = tmp_path / "h2" / "model" / name
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        path.write_bytes(bytes(data))
+    result = mod.apply(context(HOSTS, False), args, change)
+    assert result.data["rejected"], "h2 served nobody?"
+    assert {r["source"] for r in result.data["rejected"]} == {"h2"}
+    assert all("sha256" in r["detail"] or "git blob" in r["detail"] for r in result.data["rejected"])
+    for host in HOSTS:
+        assert snapshot(tmp_path, host) == FILES, host
+    assert any("rejected" in w for w in result.warnings)
+
+
+class Interrupted(BaseException):
+    """The controller stopped mid-copy (what a Ctrl-C or a killed run leaves behind)."""
+
+
+class DropsAfter(LocalConnection):
+    def __init__(self, name: str, appends: int) -> None:
+        super().__init__(name)
+        self.left = appends
+
+    def run_probe(self, name: str, args: Any = None, *, sudo: bool = False) -> dict[str, Any]:
+        if name == "model_peer_write" and args["op"] == "append":
+            if self.left == 0:
+                raise Interrupted()
+            self.left -= 1
+        return super().run_probe(name, args, sudo=sudo)
+
+
+def test_an_interrupted_spread_resumes_file_by_file_and_within_the_part(tmp_path: Path) -> None:
+    hosts = ["h1", "h2"]
+    seed(tmp_path, "h1", args_for(tmp_path, hosts))
+    # h2 receives config.json (1 append), then 2 of the 3 chunks of shard 1 (names in order)
+    with pytest.raises(Interrupted):
+        run(tmp_path, hosts, {"h2": DropsAfter("h2", 3)}, parallel=1)
+    assert sorted(snapshot(tmp_path, "h2")) == ["config.json"]
+    assert (tmp_path / "h2" / "model" / ".model-00001-of-00002.safetensors.rigger-spread").stat().st_size == 2 * 2**20
+    result = run(tmp_path, hosts)
+    assert snapshot(tmp_path, "h2") == FILES
+    rest = sorted(set(FILES) - {"config.json"})
+    assert sorted(result.data["peer_copies"]["h2"]) == rest, "config.json was verified: not copied again"
+    assert result.data["resumed_bytes"] == 2 * 2**20
+    assert result.data["relayed_bytes"] == sum(len(FILES[n]) for n in rest) - 2 * 2**20
+
+
+def test_a_resumed_part_that_does_not_match_is_fetched_again_whole(tmp_path: Path) -> None:
+    hosts = ["h1", "h2"]
+    seed(tmp_path, "h1", args_for(tmp_path, hosts))
+    part = tmp_path / "h2" / "model" / ".config.json.rigger-spread"
+    part.parent.mkdir(parents=True)
+    part.write_bytes(b'{"model_type": "EVIL')  # shorter than the file: resumed from, then wrong
+    result = run(tmp_path, hosts)
+    assert snapshot(tmp_path, "h2") == FILES
+    assert result.data["rejected"] == [], "a stale part is not the source's fault"
+
+
+def test_with_no_verified_copy_and_no_hub_the_plan_fails_naming_it(tmp_path: Path) -> None:
+    """Real: this interpreter's huggingface_hub on each host, asking an endpoint where
+    nothing listens."""
+    hosts = ["h1", "h2"]
+    args = args_for(tmp_path, hosts)
+    seed(tmp_path, "h1", args)
+    (tmp_path / "h1" / "model" / "config.json").write_bytes(b"{}\n")
+    with pytest.raises(TaskFailed, match=r"no host holds config\.json and no host reached the hub"):
+        mod.plan(context(hosts, True), args)
