@@ -111,6 +111,10 @@ def schedule(fleet: Fleet, holders: Mapping[str, set[str]]) -> list[list[Copy]]:
     return rounds
 
 
+class SourceFailed(Exception):
+    """Reading from the source host failed (not the target's fault): the message says why."""
+
+
 @dataclass(frozen=True)
 class Relayed:
     """What a peer copy did: ``status`` ok (verified, in place) or why not; ``resumed``:
@@ -126,7 +130,8 @@ def relay(
     source: ScopedConnection, target: ScopedConnection, paths: tuple[str, str], file: HubFile, chunk: int
 ) -> Relayed:
     """Copy one file from ``source`` to ``target`` through the controller, chunk by
-    chunk; the target keeps it only when its hash matches the listing's."""
+    chunk; the target keeps it only when its hash matches the listing's. A failure to
+    read from the source raises SourceFailed; the target's failures raise as they are."""
     source_path, target_path = paths
     offset = int(
         target.run_probe("model_peer_write", {"op": "begin", "path": target_path, "size": file.size})["offset"]
@@ -135,7 +140,10 @@ def relay(
     while offset < file.size:
         want = min(chunk, file.size - offset)
         read = {"path": source_path, "offset": offset, "length": want, "identity": identity}
-        answer = source.run_probe("model_peer_read", read)
+        try:
+            answer = source.run_probe("model_peer_read", read)
+        except Exception as exc:  # whatever the source's transport raises, it is the source's
+            raise SourceFailed(f"{type(exc).__name__}: {exc}") from exc
         if answer["length"] == 0:
             return Relayed(
                 "size", f"{source.host_name} has only {offset} bytes of {file.size}", resumed, offset - resumed

@@ -46,7 +46,7 @@ from engine.module_api import (
 )
 from modules.checkpoints import ensure_model
 from modules.checkpoints.manifest import HubFile, Listing, Manifest, human_bytes, is_commit
-from modules.checkpoints.spread import Copy, Fleet, Relayed, peer_round, relay, schedule
+from modules.checkpoints.spread import Copy, Fleet, Relayed, SourceFailed, peer_round, relay, schedule
 
 MIB = 2**20
 MAX_TRIES = 3
@@ -300,7 +300,8 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     for batch in rounds:
         for c in batch:
             status = ensure_model._describe(c.name, state.reports[c.target]["files"][c.name])
-            fingerprint[f"file:{c.target}:{hosts[c.target].path(c.name)}"] = status
+            where = "file:" if c.target == ctx.host_name else f"peer:{c.target}:"
+            fingerprint[where + hosts[c.target].path(c.name)] = status
     summary = _summary(args, state, rounds, hosts) if any(rounds) else f"record the manifest on {', '.join(unrecorded)}"
     return Change(
         summary=summary,
@@ -324,7 +325,9 @@ class Progress:
     resumed_bytes: int = 0
     rejected: list[dict[str, str]] = field(default_factory=list)
     tries: Counter[tuple[str, str]] = field(default_factory=Counter)
-    failed: dict[str, str] = field(default_factory=dict)  # "host file" -> why
+    failed: dict[str, str] = field(default_factory=dict)  # "host file" or "host" -> why
+    target_fails: Counter[str] = field(default_factory=Counter)  # failures in a row, per target
+    notes: list[str] = field(default_factory=list)
 
 
 def _fetch_from_hub(hosts: dict[str, Host], state: State, seed: str, names: list[str], done: Progress) -> None:
@@ -360,15 +363,25 @@ def _hub_round(hosts: dict[str, Host], state: State, batch: list[Copy], done: Pr
             future.result()
 
 
-def _copy(hosts: dict[str, Host], file: HubFile, copy: Copy, chunk: int) -> Relayed | str:
+@dataclass(frozen=True)
+class Failed:
+    """A copy that raised: on the source's side (reading) or the target's (writing)."""
+
+    side: str
+    why: str
+
+
+def _copy(hosts: dict[str, Host], file: HubFile, copy: Copy, chunk: int) -> Relayed | Failed:
     source, target = hosts[copy.source], hosts[copy.target]
     try:
         return relay(source.conn, target.conn, (source.path(file.name), target.path(file.name)), file, chunk)
+    except SourceFailed as exc:
+        return Failed("source", ensure_model.redact(str(exc)).splitlines()[0][:300])
     except Exception as exc:  # recorded and retried; the task fails at the end naming it
-        return f"{type(exc).__name__}: {ensure_model.redact(str(exc))}".splitlines()[0][:300]
+        return Failed("target", f"{type(exc).__name__}: {ensure_model.redact(str(exc))}".splitlines()[0][:300])
 
 
-def _settle(state: State, copy: Copy, outcome: Relayed | str, done: Progress, wanted: set[tuple[str, str]]) -> None:
+def _settle(state: State, copy: Copy, outcome: Relayed | Failed, done: Progress, wanted: set[tuple[str, str]]) -> None:
     key = (copy.name, copy.target)
     if isinstance(outcome, Relayed):
         done.relayed_bytes += outcome.sent
@@ -376,17 +389,29 @@ def _settle(state: State, copy: Copy, outcome: Relayed | str, done: Progress, wa
     if isinstance(outcome, Relayed) and outcome.status == "ok":
         state.holders[copy.name].add(copy.target)
         done.copies.setdefault(copy.target, {})[copy.name] = copy.source
+        done.target_fails[copy.target] = 0
         wanted.discard(key)
         return
+    if isinstance(outcome, Failed) and outcome.side == "source":
+        # a source that cannot be read (gone, or the file with it) serves this file no more
+        state.holders[copy.name].discard(copy.source)
+        done.notes.append(f"{copy.source} could not serve {copy.name}: {outcome.why}")
+        return
     done.tries[key] += 1
-    why = outcome if isinstance(outcome, str) else f"{outcome.status}: {outcome.detail}"
+    why = outcome.why if isinstance(outcome, Failed) else f"{outcome.status}: {outcome.detail}"
     if isinstance(outcome, Relayed) and not outcome.resumed:
         # the source's copy itself is wrong (it changed since it was verified): never a source
         # of this file again in this run, and it gets a good copy like any other host
         state.holders[copy.name].discard(copy.source)
-        wanted.add((copy.name, copy.source))
+        if copy.source not in done.failed:
+            wanted.add((copy.name, copy.source))
         done.rejected.append({"file": copy.name, "source": copy.source, "target": copy.target, "detail": why})
-    if done.tries[key] >= MAX_TRIES:
+    if isinstance(outcome, Failed):
+        done.target_fails[copy.target] += 1
+    if done.target_fails[copy.target] >= MAX_TRIES:  # the host itself fails (gone): give it up
+        wanted.difference_update({pair for pair in wanted if pair[1] == copy.target})
+        done.failed[copy.target] = why
+    elif done.tries[key] >= MAX_TRIES:
         wanted.discard(key)
         done.failed[f"{copy.target} {copy.name}"] = why
 
@@ -444,7 +469,7 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     _peer_rounds(ctx, hosts, fleet, state, done)
     problems = {n: why for n, why in done.failed.items()}
     for name, host in hosts.items():
-        if not any(key.startswith(name + " ") for key in problems):
+        if not any(key == name or key.startswith(name + " ") for key in problems):
             trouble = _finish_host(host, state)
             if trouble:
                 problems[name] = trouble
@@ -479,5 +504,5 @@ def _data(
         "relayed_bytes": done.relayed_bytes if done else 0,
         "resumed_bytes": done.resumed_bytes if done else 0,
         "rejected": rejected,
-        "notes": list(state.notes),
+        "notes": [*state.notes, *(done.notes if done else [])],
     }

@@ -263,6 +263,34 @@ def test_an_interrupted_spread_resumes_file_by_file_and_within_the_part(tmp_path
     assert result.data["relayed_bytes"] == sum(len(FILES[n]) for n in rest) - 2 * 2**20
 
 
+class Gone(LocalConnection):
+    """A host that went away after its first file: every later call fails as a dead SSH
+    connection does (an OSError from the transport)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.calls = 0
+
+    def run_probe(self, name: str, args: Any = None, *, sudo: bool = False) -> dict[str, Any]:
+        if name.startswith("model_peer_"):
+            self.calls += 1
+            if self.calls > 3:  # it received config.json (begin, append, finish), then went
+                raise ConnectionResetError(f"connection to {self.host_name} closed")
+        return super().run_probe(name, args, sudo=sudo)
+
+
+def test_a_host_gone_mid_spread_fails_by_name_and_the_others_complete(tmp_path: Path) -> None:
+    seed(tmp_path, "h1", args_for(tmp_path, HOSTS))
+    with pytest.raises(TaskFailed, match=r"the spread did not complete: h3: ConnectionResetError") as failed:
+        run(tmp_path, HOSTS, {"h3": Gone("h3")})
+    for host in ("h1", "h2", "h4"):
+        assert snapshot(tmp_path, host) == FILES, host
+        assert (tmp_path / host / "model" / ".rigger-manifest.json").exists(), host
+    assert not (tmp_path / "h3" / "model" / ".rigger-manifest.json").exists()
+    assert list(failed.value.data["peer_copies"]["h3"]) == ["config.json"]
+    assert any(n.startswith("h3 could not serve config.json") for n in failed.value.data["notes"]), "never a source?"
+
+
 def test_a_resumed_part_that_does_not_match_is_fetched_again_whole(tmp_path: Path) -> None:
     hosts = ["h1", "h2"]
     seed(tmp_path, "h1", args_for(tmp_path, hosts))
@@ -283,3 +311,33 @@ def test_with_no_verified_copy_and_no_hub_the_plan_fails_naming_it(tmp_path: Pat
     (tmp_path / "h1" / "model" / "config.json").write_bytes(b"{}\n")
     with pytest.raises(TaskFailed, match=r"no host holds config\.json and no host reached the hub"):
         mod.plan(context(hosts, True), args)
+
+
+# -- through the CLI: a play over several inventory hosts -----------------------------------
+
+
+def _play(tmp_path: Path, hosts: list[str]) -> tuple[Path, Path]:
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(json.dumps({"fleet": {"hosts": {h: {"ansible_connection": "local"} for h in hosts}}}))
+    args = {k: v for k, v in args_for(tmp_path, hosts).items() if k in ("repo_id", "revision", "local_dir",
+            "host_local_dir", "python", "endpoint", "reserve_free_mib", "chunk_mib")}  # fmt: skip
+    task = {"name": "spread the model", "run_once": True, "spread_model": args}
+    playbook = tmp_path / "spread.yml"
+    playbook.write_text(json.dumps([{"hosts": "fleet", "gather_facts": False, "tasks": [task]}]))
+    return playbook, inventory
+
+
+def test_a_play_over_three_hosts_plans_then_spreads(tmp_path: Path, rigger: Any) -> None:
+    """Real: the rigger CLI (in this process), the runner's run_once and its connections to
+    the other inventory hosts (ctx.peer), the module and its probes."""
+    hosts = ["h1", "h2", "h3"]
+    seed(tmp_path, "h1", args_for(tmp_path, hosts))
+    playbook, inventory = _play(tmp_path, hosts)
+    checked = rigger("run", str(playbook), "-i", str(inventory), "--check", "--diff", "--output", "jsonl")
+    assert checked.rc == 0, checked.stdout[-3000:] + checked.stderr[-3000:]
+    assert snapshot(tmp_path, "h2") == {} and snapshot(tmp_path, "h3") == {}, "check mode copied"
+    assert "config.json: from h1 (round 1)" in checked.stdout
+    done = rigger("run", str(playbook), "-i", str(inventory), "--output", "jsonl")
+    assert done.rc == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for host in hosts:
+        assert snapshot(tmp_path, host) == FILES, host
