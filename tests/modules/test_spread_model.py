@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 import struct
 import sys
@@ -300,6 +301,22 @@ def test_a_resumed_part_that_does_not_match_is_fetched_again_whole(tmp_path: Pat
     result = run(tmp_path, hosts)
     assert snapshot(tmp_path, "h2") == FILES
     assert result.data["rejected"] == [], "a stale part is not the source's fault"
+
+
+def test_a_fifo_or_a_hard_link_planted_at_a_part_name_is_removed_not_written_through(tmp_path: Path) -> None:
+    """Real: a FIFO (an open for writing would block) and a hard link to another file (an
+    append would land in that file) at the names the parts will have."""
+    hosts = ["h1", "h2"]
+    seed(tmp_path, "h1", args_for(tmp_path, hosts))
+    model = tmp_path / "h2" / "model"
+    model.mkdir(parents=True)
+    os.mkfifo(model / ".config.json.rigger-spread")
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"not to be touched\n")
+    os.link(victim, model / ".model.safetensors.index.json.rigger-spread")
+    run(tmp_path, hosts)
+    assert snapshot(tmp_path, "h2") == FILES
+    assert victim.read_bytes() == b"not to be touched\n"
 
 
 def test_with_no_verified_copy_and_no_hub_the_plan_fails_naming_it(tmp_path: Path) -> None:

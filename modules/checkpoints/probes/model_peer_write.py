@@ -3,9 +3,11 @@
 args: {"op": "begin" | "append" | "finish", "path": str (the file's final path), ...}
 The bytes go to a part file beside the final name (``.NAME.rigger-spread``), opened by
 the guarded primitive (fileio ``mkdir`` for the directories, ``open_append``: never
-through a symlink) and renamed over the final name by fileio ``rename`` only after the
-whole part hashed to the hub's value. A file at the final name is therefore either the
-old one or a verified one, never a partial or unverified copy.
+through a symlink; anything else found at the part's name, a FIFO or a file with another
+hard link, is removed by ``remove_path`` first, never opened) and renamed over the final
+name by fileio ``rename`` only after the whole part hashed to the hub's value. A file at
+the final name is therefore either the old one or a verified one, never a partial or
+unverified copy.
 begin: {"size"}: the directories made; answers ``offset``, the bytes a part left by an
 interrupted copy already holds (a part longer than ``size`` is emptied), to resume from.
 append: {"offset", "data" (base64)}: refused unless the part holds exactly ``offset``
@@ -24,12 +26,13 @@ if TYPE_CHECKING:  # at run time the probe bootstrap injects call()
     from engine.probes._call import call
 
 MUTATES = True
-USES = ("fileio",)
+USES = ("fileio", "remove_path")
 
 import base64
 import hashlib
 import os
 import posixpath
+import stat
 
 PART_SUFFIX = ".rigger-spread"
 CHUNK = 8 * 2**20
@@ -41,8 +44,25 @@ def part_path(path: str) -> str:
     return posixpath.join(directory, "." + name + PART_SUFFIX)
 
 
+def _ours(st: os.stat_result) -> bool:
+    """A part this probe made: a regular file with no other name (a hard link planted at
+    the part's name would have the copy appended to the file it names)."""
+    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
+
+
 def _open_part(path: str) -> int:
-    return int(call("fileio", {"op": "open_append", "path": part_path(path), "mode": MODE})["fd"])
+    part = part_path(path)
+    try:
+        planted = not _ours(os.lstat(part))
+    except FileNotFoundError:
+        planted = False
+    if planted:  # a FIFO would block the open, a link lead elsewhere: removed, never opened
+        call("remove_path", {"path": part, "files_only": True})
+    fd = int(call("fileio", {"op": "open_append", "path": part, "mode": MODE})["fd"])
+    if not _ours(os.fstat(fd)):
+        os.close(fd)
+        raise PermissionError(f"refusing {part}: it is not a plain file of its own (replaced while opened)")
+    return fd
 
 
 def _begin(path: str, size: int) -> dict[str, Any]:
