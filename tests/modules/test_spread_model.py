@@ -319,6 +319,25 @@ def test_a_fifo_or_a_hard_link_planted_at_a_part_name_is_removed_not_written_thr
     assert victim.read_bytes() == b"not to be touched\n"
 
 
+def test_the_seed_fetches_with_its_own_huggingface_hub_and_a_failed_fetch_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real: this interpreter's huggingface_hub run as h1's (model_hub_download), offline
+    (HF_HUB_OFFLINE passes through to the host, as ensure_model passes it; without it the
+    client's retries take 25 s): the plan is made as if h1 had reached the hub (the seed of
+    its site), so the hub round runs for real and fails, naming the download."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hosts = ["h1", "h2"]
+    args = args_for(tmp_path, hosts)
+    state = mod.State(listing(), seeds={"": "h1"}, holders={f.name: set() for f in listing().files})
+    rounds = schedule(Fleet(tuple(hosts), {h: "" for h in hosts}, {"": "h1"}), state.holders)
+    assert {(c.source, c.target) for c in rounds[0]} == {(HUB, "h1")} and len(rounds[0]) == len(FILES)
+    change = Change("spread", payload={"state": state, "rounds": rounds, "site_of": {"h1": "", "h2": ""}, "notes": ()})
+    with pytest.raises(TaskFailed, match=r"download of o/r failed: config\.json: \w+Error"):
+        mod.apply(context(hosts, False), args, change)
+    assert snapshot(tmp_path, "h2") == {}, "nothing spread from a fetch that failed"
+
+
 def test_with_no_verified_copy_and_no_hub_the_plan_fails_naming_it(tmp_path: Path) -> None:
     """Real: this interpreter's huggingface_hub on each host, asking an endpoint where
     nothing listens."""
