@@ -1,6 +1,6 @@
 """spread_model on N loopback "hosts": bytes and wall time of one spread.
 
-    python bench/spread_bench.py [--hosts 1 4 8] [--mib 64] [--shards 4] [--chunk-mib 16]
+    python bench/spread_bench.py [--hosts 1 4 8] [--mib 64] [--shards 4] [--chunk-mib 4]
 
 Each host is an inventory name on the local connection with its own directory under a
 temp dir; host h1 holds a synthetic snapshot (random shards with valid safetensors
@@ -103,7 +103,7 @@ def main() -> int:
     parser.add_argument("--hosts", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--mib", type=int, default=64, help="model size (MiB)")
     parser.add_argument("--shards", type=int, default=4)
-    parser.add_argument("--chunk-mib", type=int, default=16)
+    parser.add_argument("--chunk-mib", type=int, default=4)
     parser.add_argument("--hub-endpoint", default=None)
     parser.add_argument("--repo", default="bench/synthetic")
     parser.add_argument("--revision", default=COMMIT)

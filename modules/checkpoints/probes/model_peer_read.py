@@ -22,7 +22,7 @@ import base64
 import os
 import stat
 
-MAX_LENGTH = 64 * 2**20
+MAX_LENGTH = 4 * 2**20  # spread_model's largest chunk_mib
 
 
 def _identity(st: os.stat_result) -> list[int]:
