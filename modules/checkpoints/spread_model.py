@@ -126,10 +126,13 @@ def _host_names(ctx: TaskContext, args: Mapping[str, Any]) -> list[str]:
     names = [str(n) for n in args["hosts"] or ctx.vars.get("ansible_play_hosts_all") or [ctx.host_name]]
     if len(set(names)) != len(names):
         raise TaskFailed(f"spread_model: hosts lists a host twice: {names}")
-    for key in ("host_local_dir",):
-        extra = sorted(set(args[key]) - set(names))
-        if extra:
-            raise TaskFailed(f"spread_model: {key} names {', '.join(extra)}, not among the hosts {names}")
+    extra = sorted(set(args["host_local_dir"]) - set(names))
+    if extra:
+        raise TaskFailed(f"spread_model: host_local_dir names {', '.join(extra)}, not among the hosts {names}")
+    hostvars = ctx.vars.get("hostvars")
+    unknown = [n for n in names if hostvars is not None and n not in hostvars]
+    if unknown:
+        raise TaskFailed(f"spread_model: {', '.join(unknown)} not in the inventory")
     return names
 
 
@@ -145,10 +148,10 @@ def _site_of(args: Mapping[str, Any], names: list[str]) -> dict[str, str]:
     return {n: site_of.get(n, "") for n in names}
 
 
-def _hosts(ctx: TaskContext, args: Mapping[str, Any]) -> dict[str, Host]:
+def _hosts(ctx: TaskContext, args: Mapping[str, Any], names: list[str]) -> dict[str, Host]:
     planning = ctx.conn.scope.planning
     hosts = {}
-    for name in _host_names(ctx, args):
+    for name in names:
         conn = ctx.conn if name == ctx.host_name else ctx.peer(name).planning(planning)
         own = {**args, "local_dir": args["host_local_dir"].get(name, args["local_dir"]), "verify": "sha256"}
         hosts[name] = Host(name, replace(ctx, host_name=name, conn=conn), own)
@@ -278,8 +281,9 @@ def _summary(args: Mapping[str, Any], state: State, rounds: list[list[Copy]], ho
 
 
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
-    hosts = _hosts(ctx, args)
-    site_of = _site_of(args, list(hosts))
+    names = _host_names(ctx, args)
+    site_of = _site_of(args, names)  # the arguments judged before any host is reached
+    hosts = _hosts(ctx, args, names)
     for host in hosts.values():
         ensure_model.refuse_unsafe_local_dir(host.ctx, host.args)
     try:
@@ -461,7 +465,7 @@ def _finish_host(host: Host, state: State) -> str | None:
 
 
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
-    hosts = _hosts(ctx, args)
+    hosts = _hosts(ctx, args, _host_names(ctx, args))
     state: State = change.payload["state"]
     rounds: list[list[Copy]] = change.payload["rounds"]
     fleet = _fleet(hosts, change.payload["site_of"], state)

@@ -338,6 +338,27 @@ def test_the_seed_fetches_with_its_own_huggingface_hub_and_a_failed_fetch_names_
     assert snapshot(tmp_path, "h2") == {}, "nothing spread from a fetch that failed"
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"hosts": ["h1", "h1"]}, r"hosts lists a host twice"),
+        ({"host_local_dir": {"h9": "/m"}}, r"host_local_dir names h9, not among the hosts"),
+        ({"sites": {"a": ["h1"], "b": ["h1"]}}, r"'h1' is in two sites, 'a' and 'b'"),
+        ({"sites": {"a": ["h9"]}}, r"site 'a' names 'h9', not among the hosts"),
+    ],
+)
+def test_wrong_hosts_or_sites_fail_before_any_host_is_reached(
+    tmp_path: Path, extra: dict[str, Any], message: str
+) -> None:
+    def unreachable(name: str) -> LocalConnection:
+        raise AssertionError(f"{name} reached")
+
+    args = {**args_for(tmp_path, ["h1", "h2"]), **extra}
+    ctx = TaskContext("h1", ScopedConnection(LocalConnection("h1")).planning(), {}, {}, connect=unreachable)
+    with pytest.raises(TaskFailed, match=message):
+        mod.plan(ctx, args)
+
+
 def test_with_no_verified_copy_and_no_hub_the_plan_fails_naming_it(tmp_path: Path) -> None:
     """Real: this interpreter's huggingface_hub on each host, asking an endpoint where
     nothing listens."""
