@@ -179,12 +179,13 @@ def _listing(hosts: dict[str, Host], site_of: Mapping[str, str], args: Mapping[s
             manifest = ensure_model.read_manifest(host.ctx, host.args)
             if manifest is not None and manifest.covers(host.args) and manifest.commit == args["revision"]:
                 return State(manifest.listing, [f"file list from the manifest on {host.name}"])
-    unreached = []
+    unreached: list[str] = []
     for host in hosts.values():
         answer = _hub_answer(host)
         if isinstance(answer, Listing):
-            return State(answer, [f"file list from the hub via {host.name}"], {site_of[host.name]: host.name})
-        unreached.append(f"{host.name}: {answer}")
+            notes = [f"{line}: it gets its files from peers" for line in unreached]
+            return State(answer, [*notes, f"file list from the hub via {host.name}"], {site_of[host.name]: host.name})
+        unreached.append(f"{host.name} cannot reach the hub ({answer})")
     reason = "; ".join(unreached)
     if hosts[next(iter(hosts))].ctx.vars.get("ansible_check_mode"):
         raise ensure_model.HubUnreachable(reason)
@@ -269,7 +270,7 @@ def _unrecorded(hosts: dict[str, Host], state: State) -> list[str]:
 def _summary(args: Mapping[str, Any], state: State, rounds: list[list[Copy]], hosts: dict[str, Host]) -> str:
     where = f"{args['repo_id']}@{state.listing.commit[:12]}"
     sizes = state.listing.by_name()
-    hub = [c for c in rounds[0]]
+    hub = list(rounds[0])
     peers = [c for batch in rounds[1:] for c in batch]
     hub_bytes = sum(sizes[c.name].size for c in hub)
     peer_bytes = sum(sizes[c.name].size for c in peers)
