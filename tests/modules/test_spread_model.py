@@ -194,6 +194,27 @@ def test_spread_from_one_verified_copy_fills_every_host_with_the_same_bytes_and_
     assert isinstance(again, Unchanged) and "verified (sha256) on 4 hosts" in again.msg
 
 
+@pytest.mark.parametrize(
+    ("holders", "allowed"),
+    [
+        (["h1", "h4"], {"h3": {"h1"}, "h2": {"h4"}}),  # each site has a copy: copies stay in the site
+        # site b has no copy and no host reaches the hub: it copies from site a
+        (["h1"], {h: set(HOSTS) - {h} for h in HOSTS}),
+    ],
+)
+def test_sites_copy_within_themselves_unless_they_have_no_copy_and_no_hub(
+    tmp_path: Path, holders: list[str], allowed: dict[str, set[str]]
+) -> None:
+    sites = {"a": ["h1", "h3"], "b": ["h2", "h4"]}
+    for host in holders:
+        seed(tmp_path, host, args_for(tmp_path, HOSTS))
+    result = run(tmp_path, HOSTS, sites=sites)
+    for host in HOSTS:
+        assert snapshot(tmp_path, host) == FILES, host
+    for host, copies in result.data["peer_copies"].items():
+        assert set(copies.values()) <= allowed[host], (host, copies)
+
+
 def test_a_peer_copy_with_a_flipped_byte_is_never_a_source_and_is_replaced(tmp_path: Path) -> None:
     args = args_for(tmp_path, HOSTS)
     seed(tmp_path, "h1", args)
