@@ -14,6 +14,8 @@ later run pinned to that commit verifies locally with no network. A branch `revi
 works but warns that the run is not reproducible (pin the commit it reports). The token
 is `HF_TOKEN` from the controller's environment: it travels on stdin, never in argv or
 output. `HF_ENDPOINT` (or `endpoint`) selects a mirror; `HF_HUB_*` variables pass through.
+For a group of hosts, `spread_model` fetches each file from the hub once and copies it
+host to host (docs/fleet-artifacts.md).
 """
 
 from __future__ import annotations
