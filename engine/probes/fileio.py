@@ -49,6 +49,7 @@ import stat
 TEMP_MARK = ".rigger-tmp-"
 _NAME_BYTES = 180  # NAME_MAX is 255: the temp name adds a dot, the mark and 12 hex digits
 MAX_READ_BYTES = 64 << 20
+MAX_RANGE_BYTES = 4 << 20  # one chunk of a copy between hosts (spread_model)
 MAX_LINK_HOPS = 40
 MAX_TREE_ENTRIES = 100_000
 MAX_TREE_DEPTH = 256
@@ -331,8 +332,8 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_bytes(path: str, max_bytes: int = MAX_READ_BYTES) -> bytes | None:
-    """The content of the regular file ``path`` (None: absent), at most ``max_bytes``;
+def _open_regular(path: str) -> int | None:
+    """A read-only descriptor of the regular file ``path`` (None: absent), by the judged walk;
     another owner's hard link in a directory is not trusted (``hardlink_suspect``)."""
     try:
         fd, _, name, st = _resolve_final(path, follow=True)
@@ -348,16 +349,49 @@ def read_bytes(path: str, max_bytes: int = MAX_READ_BYTES) -> bytes | None:
         file_fd = os.open(name, flags, dir_fd=fd)
     finally:
         os.close(fd)
+    opened = os.fstat(file_fd)
+    if not stat.S_ISREG(opened.st_mode):  # replaced between the stat and the open
+        os.close(file_fd)
+        raise Refused(f"refusing to read {path}: it is {_kind(opened.st_mode)}, not a regular file")
+    return file_fd
+
+
+def read_bytes(path: str, max_bytes: int = MAX_READ_BYTES) -> bytes | None:
+    """The content of the regular file ``path`` (None: absent), at most ``max_bytes``."""
+    file_fd = _open_regular(path)
+    if file_fd is None:
+        return None
     with os.fdopen(file_fd, "rb") as handle:
-        opened = os.fstat(handle.fileno())
-        if not stat.S_ISREG(opened.st_mode):  # replaced between the stat and the open
-            raise Refused(f"refusing to read {path}: it is {_kind(opened.st_mode)}, not a regular file")
-        if opened.st_size > max_bytes:
-            raise Refused(f"refusing to read {path}: it is {opened.st_size} bytes, over the limit of {max_bytes}")
+        size = os.fstat(handle.fileno()).st_size
+        if size > max_bytes:
+            raise Refused(f"refusing to read {path}: it is {size} bytes, over the limit of {max_bytes}")
         data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise Refused(f"refusing to read {path}: it holds more than the limit of {max_bytes} bytes")
     return data
+
+
+def file_identity(st: os.stat_result) -> list[int]:
+    """What a copy in several reads pins: the same file, not rewritten in place."""
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def read_range(path: str, offset: int, length: int, identity: list[int] | None) -> tuple[bytes, list[int]]:
+    """``length`` bytes of the regular file ``path`` from ``offset`` (at most MAX_RANGE_BYTES),
+    and the file's identity; with ``identity`` (an earlier read's), refused when the file is
+    not that one any more, so one copy never mixes two files."""
+    if not 0 <= length <= MAX_RANGE_BYTES or offset < 0:
+        raise Refused(f"refusing a read of {length} bytes at {offset}: outside 0..{MAX_RANGE_BYTES}")
+    file_fd = _open_regular(path)
+    if file_fd is None:
+        raise FileNotFoundError(path)
+    try:
+        found = file_identity(os.fstat(file_fd))
+        if identity is not None and list(identity) != found:
+            raise Refused(f"{path} changed since the copy began (replaced or rewritten); start again")
+        return os.pread(file_fd, length, offset), found
+    finally:
+        os.close(file_fd)
 
 
 def walk_tree(
@@ -839,6 +873,9 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     if op == "read":
         data = read_bytes(path, int(args.get("max_bytes") or MAX_READ_BYTES))
         return {"exists": data is not None, "data": None if data is None else base64.b64encode(data).decode()}
+    if op == "read_range":
+        data, identity = read_range(path, int(args["offset"]), int(args["length"]), args.get("identity"))
+        return {"data": base64.b64encode(data).decode(), "length": len(data), "identity": identity}
     if op == "list":
         entries = [[rel, _entry_kind(st.st_mode), stat.S_IMODE(st.st_mode), st.st_size] for rel, st in walk_tree(path)]
         return {"entries": entries}

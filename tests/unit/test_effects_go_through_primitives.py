@@ -153,6 +153,8 @@ EFFECTS: dict[str, Effect] = {
             "modules/gpu/probes/shm.py": SHM,
             "modules/gpu/probes/shm_clean.py": SHM,
             "modules/checkpoints/probes/model_verify.py": CHECKPOINT_HASH,
+            "modules/checkpoints/probes/model_peer_write.py": "hashes its own part file back through /proc/self/fd of "
+            "the descriptor fileio opened for it (the same inode, checked), never by path",
             "modules/files/probes/file_facts.py": "checksums a path lstat found to be a regular file, in 1 MiB blocks",
             "modules/checkpoints/probes/model_vllm_info.py": "reads one source file of the installed vLLM package",
             "modules/system/probes/account_facts.py": "reads /etc/shadow (root-owned) to compare password hashes",
