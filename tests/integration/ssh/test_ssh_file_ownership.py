@@ -1,4 +1,6 @@
-"""Writes over SSH keep who owns a file, with become (the remote python) and over SFTP.
+"""Writes over SSH keep who owns a file, with become (the remote python), without the remote
+python (the fileio probe in one python process per request) and, on a host with no python,
+over SFTP with fileio's bounds.
 
 Real: OpenSSH sshd on loopback, real sudo (NOPASSWD rule), the remote agent and plain
 exec channels, paramiko's SFTP to the real sftp-server, write_file through the module
@@ -54,7 +56,9 @@ def test_write_file_with_become_keeps_owner_and_a_private_backup(lab: Lab, share
     assert backup.read_text() == "secret=1\n" and identity(backup) == (OWNER, GROUP, "0o600")
 
 
-def test_sftp_write_keeps_mode_and_removes_temps_an_interrupted_write_left(lab: Lab, shared: Path) -> None:
+def test_write_without_remote_python_keeps_mode_and_removes_temps_an_interrupted_write_left(
+    lab: Lab, shared: Path
+) -> None:
     """Fails today: the temp file of an interrupted write stayed forever."""
     path = shared / "serve.env"
     path.write_text("old\n")
@@ -75,7 +79,7 @@ def test_sftp_write_keeps_mode_and_removes_temps_an_interrupted_write_left(lab: 
     assert sorted(p.name for p in shared.iterdir()) == [planted.name, "serve.env"]
 
 
-def test_sftp_write_that_cannot_keep_the_owner_leaves_the_file_alone(lab: Lab, shared: Path) -> None:
+def test_write_without_remote_python_that_cannot_keep_the_owner_leaves_the_file_alone(lab: Lab, shared: Path) -> None:
     """Fails today: the login user replaced another user's file with its own copy."""
     path = owned(shared / "shared.cfg", 0o666)
     connection = lab.connect(ssh_remote_agent=False)
