@@ -14,15 +14,19 @@ import shlex
 
 from engine.errors import ValidationError
 
-# what a program path or an option word holds: no shell metacharacter, no whitespace
-_WORD = re.compile(r"[A-Za-z0-9_./+,:=@%-]+\Z")
-_BAD_CHAR = re.compile(r"[^A-Za-z0-9_./+,:=@%-]")
+# a shell metacharacter, a glob or quote character, or a control character (a newline): no
+# path or option needs one, and each is a sign of shell text (a quoted space is fine)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_BAD_CHAR = re.compile(r"[;|&$`<>(){}\[\]*?!#'\"\\\x00-\x1f\x7f]")
 
 
 def interpreter_argv(value: object, host: str) -> list[str]:
     """The interpreter as argv; ValidationError naming the host and what is wrong."""
     text = str(value)
     where = f"host {host}: ansible_python_interpreter {text!r}"
+    control = _CONTROL.search(text)
+    if control:  # a newline would be a second command line to a shell
+        raise ValidationError(f"{where} holds the control character {control.group(0)!r}: name the interpreter's path")
     try:
         words = shlex.split(text)
     except ValueError as exc:
@@ -30,9 +34,9 @@ def interpreter_argv(value: object, host: str) -> list[str]:
     if not words:
         raise ValidationError(f"{where} is empty: name the interpreter's path, e.g. /usr/bin/python3")
     for word in words:
-        if not _WORD.match(word):
-            bad = _BAD_CHAR.search(word)
-            char = bad.group(0) if bad else word
+        bad = _BAD_CHAR.search(word)
+        if bad:
+            char = bad.group(0)
             raise ValidationError(
                 f"{where} holds {char!r} in {word!r}: it is a program path and its options, never shell "
                 "text; name the interpreter's path, e.g. /usr/bin/python3"

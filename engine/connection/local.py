@@ -56,7 +56,9 @@ class LocalConnection:
 
     def __post_init__(self) -> None:
         # checked here, before any task: a shell character in it is refused, not "not found"
-        self._python_argv = interpreter_argv(self.python, self.host_name)
+        # this controller's own python (the default) is one path, whatever it holds
+        own = self.python == sys.executable
+        self._python_argv = [self.python] if own else interpreter_argv(self.python, self.host_name)
 
     def run(
         self,

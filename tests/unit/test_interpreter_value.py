@@ -8,6 +8,8 @@ Nothing is stood in for; no SSH server is needed (the options are only read)."""
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
 from engine.connection.local import LocalConnection
@@ -19,6 +21,8 @@ BAD = [
     ("python3 | cat", "'|'"),
     ("$(id)", "'$'"),
     ("/usr/bin/python3 `id`", "'`'"),
+    ("python3\nid", "control character"),
+    ("/opt/[ab]/python3", "'['"),
     ("-c import os", "option"),
     ("", "empty"),
 ]
@@ -34,10 +38,14 @@ def test_a_shell_character_in_the_interpreter_is_refused_naming_it(value, named)
     assert "web2" in str(ssh.value)
 
 
-@pytest.mark.parametrize("value", ["python3", "/usr/bin/python3", "/opt/venv/bin/python3 -X utf8", "python3.11"])
+@pytest.mark.parametrize(
+    "value",
+    ["python3", "/usr/bin/python3", "/opt/venv/bin/python3 -X utf8", "python3.11", "/home/josé/venv/bin/python"],
+)
 def test_a_path_with_options_is_accepted(value):
     LocalConnection("web1", value)
-    assert options_from_host_vars("web1", {"ansible_python_interpreter": value}).python == value
+    read = options_from_host_vars("web1", {"ansible_python_interpreter": value}).python
+    assert shlex.split(read) == shlex.split(value)
 
 
 def test_the_cli_exits_4_with_the_message_instead_of_a_bug(rigger, tmp_path):
