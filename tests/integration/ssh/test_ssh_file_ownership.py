@@ -154,11 +154,14 @@ def test_without_python_sftp_reads_regular_files_only_bounded_and_refuses_what_i
     lab: Lab, shared: Path, login_dir: Path
 ) -> None:
     """Fails before: on a host without python, SFTP hung reading a FIFO, read /dev/zero
-    without bound and followed another user's link. Now each is refused at once, naming it;
+    without bound, followed another user's link and read another owner's hard link. Now
+    each is refused at once, naming it;
     a regular file in the login user's directory is read and written as before."""
     fifo = login_dir / "fifo"
     os.mkfifo(fifo)
     (login_dir / "plain.txt").write_text("hello\n")
+    (login_dir / "root.secret").write_text("root's\n")
+    os.link(login_dir / "root.secret", login_dir / "linked")  # root's file, twice, in the user's directory
     foreign = shared / "foreign"
     foreign.symlink_to(login_dir / "plain.txt")
     os.lchown(foreign, OWNER, GROUP)
@@ -171,6 +174,7 @@ def test_without_python_sftp_reads_regular_files_only_bounded_and_refuses_what_i
             str(fifo): "it is a FIFO",
             "/dev/zero": "it is a character device",
             str(foreign): "others may write in",
+            str(login_dir / "linked"): "has 2 hard links",
         }
         for path, why in refusals.items():
             with pytest.raises(TaskFailed, match=why) as refused:
