@@ -43,7 +43,7 @@ from engine.facts import FactSource, prefixed
 from engine.keypaths import keypath_diff, same_value
 from engine.probes import ProbeError
 from engine.run.batches import batch_size, batches
-from engine.userregex import UserRegex
+from engine.userregex import TextRegex, UserRegex
 
 __all__ = [
     "APT_PACKAGE",
@@ -68,6 +68,7 @@ __all__ = [
     "TaskContext",
     "TaskFailed",
     "TemplateError",
+    "TextRegex",
     "Unchanged",
     "UserRegex",
     "Verdict",

@@ -1,4 +1,5 @@
-"""User regexes (kill/protect/only patterns) searched with a bound on the text and on the time.
+"""User regexes searched with a bound on the text and on the time: kill/protect/only
+patterns (``UserRegex``) and the regexes of lineinfile, blockinfile and wait_for (``TextRegex``).
 
 ``UserRegex`` searches at most ``MATCH_CHARS`` characters of a text (a process's argv can
 be megabytes) with the ``regex`` package's per-call timeout (``MATCH_TIMEOUT_S``). Why that
@@ -16,6 +17,7 @@ May import: engine.errors.
 from __future__ import annotations
 
 import importlib
+import time
 from typing import Any
 
 from engine.errors import TaskFailed
@@ -55,3 +57,38 @@ class UserRegex:
                 "(it backtracks: drop nested or repeated '.*'); nothing was signalled"
             ) from None
         return True if found else (None if len(text) > MATCH_CHARS else False)
+
+
+TEXT_BUDGET_S = 2.0  # all of one task's searches in a file's (or a port's) text
+
+
+class TextRegex:
+    """A user's regex over a file's text, line by line or whole (``lineinfile``,
+    ``blockinfile``, ``wait_for``): the length is bounded by the read that produced the text
+    (``fileio``'s limit, 16 MiB for ``wait_for``, 64 KiB from a port), the time by one
+    budget, TEXT_BUDGET_S, for all of a task's searches with this pattern, each search
+    bounded by the ``regex`` package's timeout. Over the budget the task fails naming the
+    pattern: nothing is written."""
+
+    def __init__(self, pattern: str, arg: str, budget_s: float | None = None) -> None:
+        try:
+            self._compiled = compile_bounded(pattern)
+        except ValueError as exc:
+            raise TaskFailed(f"{arg} {pattern!r} is not a valid regular expression: {exc}") from None
+        self.pattern, self.arg = pattern, arg
+        self._budget = TEXT_BUDGET_S if budget_s is None else budget_s
+        self._left = self._budget
+        self.multiline = bool(self._compiled.flags & importlib.import_module("regex").MULTILINE)
+
+    def search(self, text: str) -> Any:
+        """The first match (a ``regex`` match: ``groups()``, ``expand()``, ``start()``) or None."""
+        started = time.monotonic()
+        try:
+            return self._compiled.search(text, timeout=max(self._left, 0.001))
+        except TimeoutError:
+            raise TaskFailed(
+                f"{self.arg}: regex {self.pattern!r} took more than {self._budget:g}s on {len(text)} characters "
+                "(it backtracks: drop nested or repeated '.*'); nothing was changed"
+            ) from None
+        finally:
+            self._left -= time.monotonic() - started

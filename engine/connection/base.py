@@ -30,7 +30,7 @@ Become = bool | str
 
 
 # a login name as useradd takes one: it reaches sudo's argv, so it never starts with "-"
-USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$")
+USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?\Z")
 
 
 def become_target(become: bool, user: str | None) -> Become:

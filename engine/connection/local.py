@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import pwd
-import shlex
 import signal
 import subprocess
 import sys
@@ -20,7 +19,8 @@ from typing import Any
 from engine import probes
 from engine.connection.base import Become, CommandResult, raise_for_status
 from engine.connection.capture import drain
-from engine.errors import CommandFailed, TaskFailed
+from engine.connection.interpreter import interpreter_argv
+from engine.errors import CommandFailed, HostUnreachable, TaskFailed
 from engine.probes.fileio import read_bytes, write_atomic
 from engine.runlock import LockHolder, holder_program
 from engine.runlock.holders import ProcessHolder, start_holder
@@ -52,6 +52,13 @@ class LocalConnection:
     python: str = sys.executable
     _running: set[subprocess.Popen[bytes]] = field(default_factory=set, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _python_argv: list[str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # checked here, before any task: a shell character in it is refused, not "not found"
+        # this controller's own python (the default) is one path, whatever it holds
+        own = self.python == sys.executable
+        self._python_argv = [self.python] if own else interpreter_argv(self.python, self.host_name)
 
     def run(
         self,
@@ -134,7 +141,7 @@ class LocalConnection:
         if not _needs_sudo(sudo):
             return probes.run_in_process(name, dict(args or {}))
         result = self.run(
-            [self.python, "-c", probes.program(name)],
+            [*self._python_argv, "-c", probes.program(name)],
             sudo=sudo,
             stdin=json.dumps(dict(args or {})).encode(),
             check=False,
@@ -142,7 +149,13 @@ class LocalConnection:
         return probes.parse_output(name, result.stdout, result.stderr)
 
     def hold_run_lock(self, request: Mapping[str, Any]) -> tuple[LockHolder, dict[str, Any]]:
-        holder = ProcessHolder([*shlex.split(self.python), "-c", holder_program()])
+        try:
+            holder = ProcessHolder([*self._python_argv, "-c", holder_program()])
+        except OSError as exc:
+            raise HostUnreachable(
+                f"{self.host_name}: cannot start {self._python_argv[0]} for the run lock: {exc.strerror or exc} "
+                "(set ansible_python_interpreter to an interpreter's path)"
+            ) from None
         return start_holder(holder, self.host_name, request)
 
     def close(self) -> None:

@@ -34,7 +34,7 @@ directory).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 MUTATES = True
 
@@ -50,6 +50,7 @@ TEMP_MARK = ".rigger-tmp-"
 _NAME_BYTES = 180  # NAME_MAX is 255: the temp name adds a dot, the mark and 12 hex digits
 MAX_READ_BYTES = 64 << 20
 MAX_RANGE_BYTES = 4 << 20  # one chunk of a copy between hosts (spread_model)
+ANY_SIZE = 1 << 62  # read_range reads a part of a file of any size (a model shard)
 MAX_LINK_HOPS = 40
 MAX_TREE_ENTRIES = 100_000
 MAX_TREE_DEPTH = 256
@@ -332,9 +333,37 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _open_regular(path: str) -> int | None:
-    """A read-only descriptor of the regular file ``path`` (None: absent), by the judged walk;
+def read_bytes(path: str, max_bytes: int = MAX_READ_BYTES) -> bytes | None:
+    """The content of the regular file ``path`` (None: absent), at most ``max_bytes``;
     another owner's hard link in a directory is not trusted (``hardlink_suspect``)."""
+    handle = _open_read(path, max_bytes)
+    if handle is None:
+        return None
+    with handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise Refused(f"refusing to read {path}: it holds more than the limit of {max_bytes} bytes")
+    return data
+
+
+def read_part(path: str, offset: int, length: int, max_bytes: int = MAX_READ_BYTES) -> dict[str, Any]:
+    """``length`` bytes of ``path`` from ``offset``, judged as ``read_bytes`` judges the whole
+    file, with its identity (device, inode, size, mtime) so that a reader taking it in parts
+    (a probe's output is capped) sees a file changed between parts."""
+    handle = _open_read(path, max_bytes)
+    if handle is None:
+        return {"exists": False, "data": None, "size": 0, "id": None}
+    with handle:
+        st = os.fstat(handle.fileno())
+        handle.seek(offset)
+        data = handle.read(max(0, min(length, st.st_size - offset)))
+    ident = file_identity(st)
+    return {"exists": True, "data": base64.b64encode(data).decode(), "size": st.st_size, "id": ident}
+
+
+def _open_read(path: str, max_bytes: int) -> BinaryIO | None:
+    """The opened regular file (None: absent), refused when special, too big or another
+    owner's hard link."""
     try:
         fd, _, name, st = _resolve_final(path, follow=True)
     except FileNotFoundError:
@@ -349,26 +378,15 @@ def _open_regular(path: str) -> int | None:
         file_fd = os.open(name, flags, dir_fd=fd)
     finally:
         os.close(fd)
+    handle = os.fdopen(file_fd, "rb")
     opened = os.fstat(file_fd)
     if not stat.S_ISREG(opened.st_mode):  # replaced between the stat and the open
-        os.close(file_fd)
+        handle.close()
         raise Refused(f"refusing to read {path}: it is {_kind(opened.st_mode)}, not a regular file")
-    return file_fd
-
-
-def read_bytes(path: str, max_bytes: int = MAX_READ_BYTES) -> bytes | None:
-    """The content of the regular file ``path`` (None: absent), at most ``max_bytes``."""
-    file_fd = _open_regular(path)
-    if file_fd is None:
-        return None
-    with os.fdopen(file_fd, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size > max_bytes:
-            raise Refused(f"refusing to read {path}: it is {size} bytes, over the limit of {max_bytes}")
-        data = handle.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise Refused(f"refusing to read {path}: it holds more than the limit of {max_bytes} bytes")
-    return data
+    if opened.st_size > max_bytes:
+        handle.close()
+        raise Refused(f"refusing to read {path}: it is {opened.st_size} bytes, over the limit of {max_bytes}")
+    return handle
 
 
 def file_identity(st: os.stat_result) -> list[int]:
@@ -377,21 +395,19 @@ def file_identity(st: os.stat_result) -> list[int]:
 
 
 def read_range(path: str, offset: int, length: int, identity: list[int] | None) -> tuple[bytes, list[int]]:
-    """``length`` bytes of the regular file ``path`` from ``offset`` (at most MAX_RANGE_BYTES),
-    and the file's identity; with ``identity`` (an earlier read's), refused when the file is
-    not that one any more, so one copy never mixes two files."""
+    """``length`` bytes of the regular file ``path`` from ``offset`` (at most MAX_RANGE_BYTES; the
+    file itself may be of any size), and the file's identity; with ``identity`` (an earlier
+    read's), refused when the file is not that one any more, so one copy never mixes two files."""
     if not 0 <= length <= MAX_RANGE_BYTES or offset < 0:
         raise Refused(f"refusing a read of {length} bytes at {offset}: outside 0..{MAX_RANGE_BYTES}")
-    file_fd = _open_regular(path)
-    if file_fd is None:
+    handle = _open_read(path, ANY_SIZE)
+    if handle is None:
         raise FileNotFoundError(path)
-    try:
-        found = file_identity(os.fstat(file_fd))
+    with handle:
+        found = file_identity(os.fstat(handle.fileno()))
         if identity is not None and list(identity) != found:
             raise Refused(f"{path} changed since the copy began (replaced or rewritten); start again")
-        return os.pread(file_fd, length, offset), found
-    finally:
-        os.close(file_fd)
+        return os.pread(handle.fileno(), length, offset), found
 
 
 def walk_tree(
@@ -618,6 +634,19 @@ def write_atomic(
 ) -> None:
     """Write ``data`` to ``path`` atomically. ``like``: a stat whose owner (and, without
     ``mode``, mode) the file gets instead of the current file's (used for backups)."""
+    temp = _open_temp(path, mode, like, follow)
+    try:
+        with os.fdopen(os.dup(temp["fd"]), "wb") as handle:
+            handle.write(data)
+    except BaseException:
+        _abort_temp(temp)
+        raise
+    _finish_temp(temp)
+
+
+def _open_temp(path: str, mode: int | None, like: os.stat_result | None, follow: bool) -> dict[str, Any]:
+    """The judged directory and a new temp file beside ``path`` (both descriptors kept open:
+    a chunked write over SSH fills it over several requests to this same process)."""
     dir_fd, real, name, existing = _resolve_final(path, follow)
     try:
         if existing is not None and stat.S_ISDIR(existing.st_mode):
@@ -631,24 +660,105 @@ def write_atomic(
         tmp = temp_name(name)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(tmp, flags, 0o666 if mode is None and current is None else 0o600, dir_fd=dir_fd)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                if current is not None:
-                    _keep_owner(handle.fileno(), current, required=like is None)
-                    mode = stat.S_IMODE(current.st_mode) if mode is None else mode
-                if mode is not None:
-                    os.fchmod(handle.fileno(), mode)
-                os.fsync(handle.fileno())
-            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp, dir_fd=dir_fd)
-            raise
-        os.fsync(dir_fd)
-    finally:
+    except BaseException:
         os.close(dir_fd)
+        raise
+    made = os.fstat(fd)
+    return {
+        "dir_fd": dir_fd,
+        "fd": fd,
+        "temp": tmp,
+        "name": name,
+        "mode": mode,
+        "temp_id": [made.st_dev, made.st_ino],
+        "existing_id": None if existing is None else [existing.st_dev, existing.st_ino],
+        "like": None if like is None else [like.st_uid, like.st_gid, like.st_mode],
+        "_current": current,
+    }
+
+
+def _finish_temp(temp: dict[str, Any]) -> None:
+    """Owner, mode, fsync, rename over the final name; the descriptors are closed."""
+    dir_fd, fd, tmp, name, mode = temp["dir_fd"], temp["fd"], temp["temp"], temp["name"], temp["mode"]
+    try:
+        current = temp.get("_current")
+        if current is not None:
+            _keep_owner(fd, current, required=temp["like"] is None)
+            mode = stat.S_IMODE(current.st_mode) if mode is None else mode
+        if mode is not None:
+            os.fchmod(fd, mode)
+        os.fsync(fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        _abort_temp(temp)
+        raise
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.fsync(dir_fd)
+    os.close(dir_fd)
+
+
+def _abort_temp(temp: dict[str, Any]) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temp["temp"], dir_fd=temp["dir_fd"])
+    for fd in (temp["fd"], temp["dir_fd"]):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+# A write in chunks (a file too big for one request over SSH) through the remote python,
+# which keeps the descriptors between requests: ``write_open`` judges the path exactly as a
+# one-piece write does and creates the temp file; ``write_chunk`` appends to it, checking
+# by device and inode that the descriptor is still that temp file; ``write_commit`` checks
+# that the final name still holds the file judged at the start (a swap meanwhile is
+# refused) and renames; ``write_abort`` removes the temp file.
+
+
+def _held(args: dict[str, Any]) -> dict[str, Any]:
+    temp = dict(args["temp"])
+    st = os.fstat(temp["fd"])
+    if [st.st_dev, st.st_ino] != list(temp["temp_id"]) or not stat.S_ISREG(st.st_mode):
+        raise Refused(f"refusing to write {args['path']}: the temp file's descriptor is no longer that file")
+    return temp
+
+
+def write_open(args: dict[str, Any]) -> dict[str, Any]:
+    temp = _open_temp(args["path"], args.get("mode"), None, bool(args.get("follow")))
+    current = temp.pop("_current")
+    if current is not None:
+        temp["like"] = None
+        temp["current"] = [current.st_uid, current.st_gid, current.st_mode]
+    return {"temp": temp}
+
+
+def write_chunk(args: dict[str, Any]) -> dict[str, Any]:
+    temp = _held(args)
+    data = memoryview(base64.b64decode(args["data"]))
+    while data:
+        data = data[os.write(temp["fd"], data) :]
+    return {"written": True}
+
+
+def write_commit(args: dict[str, Any]) -> dict[str, Any]:
+    temp = _held(args)
+    try:
+        now = os.stat(temp["name"], dir_fd=temp["dir_fd"], follow_symlinks=False)
+        now_id: list[int] | None = [now.st_dev, now.st_ino] if stat.S_ISREG(now.st_mode) else None
+    except FileNotFoundError:
+        now_id = None
+    if now_id != temp["existing_id"]:
+        _abort_temp(temp)
+        raise Refused(f"refusing to write {args['path']}: it was replaced while it was being written")
+    if temp.get("current") is not None:
+        uid, gid, mode = temp["current"]
+        temp["_current"] = os.stat_result((mode, 0, 0, 1, uid, gid, 0, 0, 0, 0))
+    _finish_temp(temp)
+    return {"written": True}
+
+
+def write_abort(args: dict[str, Any]) -> dict[str, Any]:
+    _abort_temp(dict(args["temp"]))
+    return {"aborted": True}
 
 
 def backup_copy(path: str, backup: str) -> None:
@@ -868,6 +978,14 @@ def _mode_function(args: dict[str, Any]) -> Any:
     return lambda current, is_dir: fixed
 
 
+_CHUNKED = {
+    "write_open": write_open,
+    "write_chunk": write_chunk,
+    "write_commit": write_commit,
+    "write_abort": write_abort,
+}
+
+
 def main(args: dict[str, Any]) -> dict[str, Any]:
     op, path = args["op"], args["path"]
     if op == "read":
@@ -876,6 +994,8 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     if op == "read_range":
         data, identity = read_range(path, int(args["offset"]), int(args["length"]), args.get("identity"))
         return {"data": base64.b64encode(data).decode(), "length": len(data), "identity": identity}
+    if op == "read_part":
+        return read_part(path, int(args["offset"]), int(args["length"]), int(args.get("max_bytes") or MAX_READ_BYTES))
     if op == "list":
         entries = [[rel, _entry_kind(st.st_mode), stat.S_IMODE(st.st_mode), st.st_size] for rel, st in walk_tree(path)]
         return {"entries": entries}
@@ -896,6 +1016,8 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     if op == "write":
         write_atomic(path, base64.b64decode(args["data"]), args.get("mode"), follow=bool(args.get("follow")))
         return {"written": True}
+    if op in _CHUNKED:
+        return _CHUNKED[op](args)
     if op == "mkdir":
         return {"real": make_dirs(path, int(args.get("mode") or 0o777))}
     if op == "touch":

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import FrameType
 
 from engine.connection.warm import WarmConnections
-from engine.errors import EXIT_INTERRUPTED, EXIT_OK, Interrupted
+from engine.errors import EXIT_INTERRUPTED, EXIT_OK, Interrupted, OptionsError
 from engine.model import Inventory, Playbook
 from engine.plans import commands as plan_commands
 from engine.run.interrupt import STOP_SIGNALS, signal_name
@@ -70,10 +70,14 @@ class Watcher:
         self._state = store.load(folder)
         # Signals reach the main thread only; a watcher run from another thread (a test harness)
         # stops with its --cycles.
+        try:  # first: a port it cannot have is the operator's option (exit 5), nothing started
+            server = self._serve_metrics(setup)
+        except OptionsError:
+            setup.journal.close()
+            raise
         in_main = threading.current_thread() is threading.main_thread()
         stop_signals = STOP_SIGNALS if in_main else ()
         previous = {sig: signal.signal(sig, self._on_signal) for sig in stop_signals}
-        server = self._serve_metrics(setup)
         setup.journal.record("started", heal=[str(r) for r in setup.rules], budget=vars(setup.budget))
         try:
             return self._rounds(setup, folder)

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from engine.errors import OptionsError
 from engine.mask import MASK
 from engine.watch.store import WatchState
 
@@ -71,7 +72,13 @@ class MetricsServer:
             def log_message(self, format: str, *args: object) -> None:
                 return None  # scrapes are not news
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        try:
+            self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        except OSError as exc:  # in use, or a privileged port: the operator's option, not a bug
+            raise OptionsError(
+                f"--metrics-port {port}: cannot listen on 127.0.0.1:{port}: {exc.strerror or exc} "
+                "(another process has it, or it needs privileges: pick another port, or 0 for any free one)"
+            ) from None
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, name="rigger-metrics", daemon=True)
         self._thread.start()

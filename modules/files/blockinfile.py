@@ -11,11 +11,10 @@ attributes, backup, validate).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
+from engine.module_api import Change, Result, TaskContext, TaskFailed, TextRegex, Unchanged
 from modules.files.filework import CONTENT_PROPERTIES, Content, apply_content, plan_content, target_path
 
 SCHEMA = {
@@ -65,13 +64,11 @@ SCHEMA = {
 }
 
 
-def _insert_pattern(args: Mapping[str, Any]) -> re.Pattern[str] | None:
+def _insert_pattern(args: Mapping[str, Any]) -> TextRegex | None:
+    """insertafter/insertbefore, searched with engine/userregex.py's time bound."""
     for key, edge in (("insertafter", "EOF"), ("insertbefore", "BOF")):
         if args.get(key) not in (None, edge):
-            try:
-                return re.compile(args[key])
-            except re.error as exc:
-                raise TaskFailed(f"{key} {args[key]!r} is not a valid regular expression: {exc}") from None
+            return TextRegex(args[key], key)
     return None
 
 
@@ -82,7 +79,7 @@ def _insert_at(lines: list[str], original: str, args: Mapping[str, Any]) -> int:
     if pattern is None:
         return len(lines) if after else 0
     at = None
-    if pattern.flags & re.MULTILINE:
+    if pattern.multiline:
         match = pattern.search(original)
         if match:
             at = original.count("\n", 0, match.end() if after else match.start())

@@ -9,11 +9,10 @@ does not match. `state: absent` removes every line matching `regexp` (or equal t
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
+from engine.module_api import Change, Result, TaskContext, TaskFailed, TextRegex, Unchanged
 from modules.files.filework import CONTENT_PROPERTIES, Content, apply_content, plan_content, target_path
 
 # path arguments Ansible expands on the host (~, $VAR): expanded there before plan()
@@ -56,16 +55,15 @@ SCHEMA = {
 }
 
 
-def _compile(args: Mapping[str, Any], key: str) -> re.Pattern[str] | None:
+def _compile(args: Mapping[str, Any], key: str) -> TextRegex | None:
+    """The user's regex, searched with engine/userregex.py's time bound (Python's ``re`` has
+    none: a backtracking regexp over a long line would hang the task)."""
     if args.get(key) is None:
         return None
-    try:
-        return re.compile(args[key])
-    except re.error as exc:
-        raise TaskFailed(f"{key} {args[key]!r} is not a valid regular expression: {exc}") from None
+    return TextRegex(args[key], key)
 
 
-def _matches(lines: list[str], pattern: re.Pattern[str], first: bool) -> list[int]:
+def _matches(lines: list[str], pattern: TextRegex, first: bool) -> list[int]:
     found = [i for i, text in enumerate(lines) if pattern.search(text.rstrip("\r\n"))]
     return found[:1] if first else found[-1:]
 
@@ -94,7 +92,7 @@ def _present(lines: list[str], args: Mapping[str, Any]) -> tuple[list[str], str]
         found = _matches(lines, regexp, args["firstmatch"])
         if found:
             index = found[0]
-            new = regexp.search(lines[index].rstrip("\r\n")).expand(line) if args["backrefs"] else line  # type: ignore[union-attr]
+            new = regexp.search(lines[index].rstrip("\r\n")).expand(line) if args["backrefs"] else line
             if lines[index].rstrip("\r\n") == new:
                 return lines, ""
             return [*lines[:index], new + "\n", *lines[index + 1 :]], "replace a line in"

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from engine.module_api import TaskContext, TaskFailed, Unchanged
+from engine.module_api import TaskContext, TaskFailed, TextRegex, Unchanged
 
 ACTIVE_STATES = ["ESTABLISHED", "FIN_WAIT1", "FIN_WAIT2", "SYN_RECV", "SYN_SENT", "TIME_WAIT"]
 
@@ -73,7 +73,18 @@ def _wanted(args: Mapping[str, Any]) -> str:
 def _check(ctx: TaskContext, args: Mapping[str, Any]) -> dict[str, Any]:
     request = {k: args.get(k) for k in ("host", "port", "path", "state", "search_regex", "connect_timeout")}
     request["active_connection_states"] = list(args["active_connection_states"])
-    return ctx.conn.run_probe("wait_check", request)
+    answer = ctx.conn.run_probe("wait_check", request)
+    text = answer.get("text")
+    if not args.get("search_regex") or text is None:
+        return answer
+    regex = TextRegex(args["search_regex"], "search_regex")  # a fresh time budget for each look
+    # searched here, with a time bound: the probe only read (wait_check's docstring says why)
+    match = regex.search(text)
+    wanted = args["state"] in ("started", "present")
+    if match is None:
+        return {**answer, "met": not wanted and answer["met"], "groups": []}
+    found = "port open and regex matched" if args.get("port") is not None else "regex matched"
+    return {**answer, "met": wanted, "detail": found, "groups": list(match.groups())}
 
 
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Unchanged:
@@ -85,6 +96,8 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Unchanged:
         raise TaskFailed("state drained needs port")
     time.sleep(args["delay"])
     deadline = started + args["timeout"]
+    if args.get("search_regex"):
+        TextRegex(args["search_regex"], "search_regex")  # an invalid regex fails before the wait
     while True:
         answer = _check(ctx, args)
         elapsed = time.monotonic() - started

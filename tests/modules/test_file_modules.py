@@ -334,3 +334,30 @@ def test_lineinfile_replaces_the_last_match_unless_firstmatch(tmp_path):
     assert target.read_text() == "a=1\na=3\n"
     converge("lineinfile", {"path": str(target), "regexp": "^a=", "line": "a=0", "firstmatch": True})
     assert target.read_text() == "a=0\na=3\n"
+
+
+# A regex that backtracks: Python's re tries every way to split 200 "a," into 12 groups (it
+# ran for hours); the `regex` package stops at the time bound. The text is a real file.
+BACKTRACKING = r"(.*,){12}X"
+CSV_LINE = "a," * 200 + "\n"
+REGEX_CASES = [
+    ("lineinfile", {"regexp": BACKTRACKING, "line": "x=1"}, "regexp"),
+    ("lineinfile", {"insertafter": BACKTRACKING, "line": "x=1"}, "insertafter"),
+    ("blockinfile", {"insertbefore": BACKTRACKING, "block": "x=1"}, "insertbefore"),
+    ("wait_for", {"search_regex": BACKTRACKING, "timeout": 5}, "search_regex"),
+]
+
+
+@pytest.mark.parametrize(("module", "args", "arg"), REGEX_CASES)
+def test_a_backtracking_user_regex_fails_the_task_at_the_time_bound(tmp_path, monkeypatch, module, args, arg):
+    """Fails before (hangs: run it under `timeout`): lineinfile, blockinfile and wait_for
+    searched user regexes with Python's re, without a time bound."""
+    monkeypatch.setattr("engine.userregex.TEXT_BUDGET_S", 0.2, raising=False)
+    target = tmp_path / "data.csv"
+    target.write_text(CSV_LINE)
+    spec = registry.get(module)
+    started = time.monotonic()
+    with pytest.raises(TaskFailed, match=rf"{arg}: regex .* took more than 0.2s"):
+        spec.plan(ctx(True), spec.with_defaults({"path": str(target), **args}))
+    assert time.monotonic() - started < 3
+    assert target.read_text() == CSV_LINE

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import subprocess
 import sys
 
@@ -10,6 +12,7 @@ import pytest
 
 from engine import probes
 from engine.connection.local import LocalConnection
+from engine.probes import fileio
 
 
 def test_program_runs_standalone_and_parses():
@@ -76,3 +79,37 @@ def test_in_process_and_standalone_agree(tmp_path):
 def test_mutating_probes_are_declared():
     assert probes.probe_mutates("remove_path") and probes.probe_mutates("fileio")
     assert not probes.probe_mutates("path_info") and not probes.probe_mutates("host")
+
+
+def test_fileio_chunked_write_keeps_the_owner_and_refuses_a_target_swapped_meanwhile(tmp_path):
+    """What a big write over SSH runs in the remote python, request by request (one
+    process keeps the descriptors). Real: fileio's ops on real files, chowned as root."""
+
+    def op(name: str, **args):  # type: ignore[no-untyped-def]
+        return fileio.main({"op": name, "path": str(target), **args})
+
+    target = tmp_path / "model.bin"
+    target.write_bytes(b"old")
+    os.chown(target, 4242, 4243)
+    target.chmod(0o640)
+    temp = op("write_open")["temp"]
+    for part in (b"a" * 10, b"b" * 5):
+        op("write_chunk", temp=temp, data=base64.b64encode(part).decode())
+    op("write_commit", temp=temp)
+    st = target.stat()
+    assert target.read_bytes() == b"a" * 10 + b"b" * 5 and (st.st_uid, st.st_gid, st.st_mode & 0o777) == (
+        4242,
+        4243,
+        0o640,
+    )
+    first = op("read_part", offset=0, length=4)
+    rest = op("read_part", offset=4, length=100)
+    assert base64.b64decode(first["data"]) + base64.b64decode(rest["data"]) == target.read_bytes()
+    assert first["id"] == rest["id"] and first["size"] == 15
+
+    temp = op("write_open")["temp"]
+    target.rename(tmp_path / "moved")
+    target.write_bytes(b"planted")
+    with pytest.raises(fileio.Refused, match="replaced while it was being written"):
+        op("write_commit", temp=temp)
+    assert target.read_bytes() == b"planted" and sorted(p.name for p in tmp_path.iterdir()) == ["model.bin", "moved"]

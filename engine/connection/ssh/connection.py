@@ -4,8 +4,11 @@ Commands and probes go through a persistent remote python (``engine.connection.r
 trip and a fork per command, probes in-process), one per host and one more under sudo.
 Where the host has no usable python (or ``ssh_remote_python: false``), commands run on
 exec channels (~2-4 ms each on loopback with TCP_NODELAY) and probes as
-``PYTHON -c LOADER`` with the program and its args on stdin. Files move over one SFTP
-session (atomic: temp file, fsync, rename on the host). ``become`` goes
+``PYTHON -c LOADER`` with the program and its args on stdin. Every file read and write
+goes through the fileio probe on the host (the one guarded path walk), whatever its size
+(a big write in chunks through the remote python) or the host's settings; only a host
+where no python runs at all gets SFTP, with the same bounds or a refusal (``sftp.py``).
+``become`` goes
 through ``sudo -n`` (fails fast without a rule) or, with a become password, ``sudo -S``
 fed from stdin after sudo's own prompt appears. Connection failures are
 ``HostUnreachable``; once a host is lost every later call says so at once.
@@ -23,7 +26,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import paramiko
 
@@ -34,7 +37,7 @@ from engine.connection.ssh.become import become_handshake, strip_become_marker
 from engine.connection.ssh.command import BecomeMarkers, command_line
 from engine.connection.ssh.exec import ExecOutcome, pump
 from engine.connection.ssh.options import SSHOptions, options_from_host_vars
-from engine.connection.ssh.sftp import sftp_read, sftp_write
+from engine.connection.ssh.sftp import SFTPTimedOut, bounded, sftp_read, sftp_write
 from engine.connection.ssh.transport import OpenedTransport, open_transport
 from engine.errors import CommandFailed, HostUnreachable, RiggerError, TaskFailed
 from engine.runlock import LockHolder, holder_program
@@ -49,8 +52,14 @@ LOADER = (
     "exec(compile(sys.stdin.buffer.read(n),'<rigger-host-process>','exec'),{'__name__':'__main__'})"
 )
 TIMEOUT_GRACE_S = 1.0
-REMOTE_PYTHON_FILE_MAX_BYTES = 4 * 2**20  # bigger files stream over SFTP
-_OS_ERROR = re.compile(r"^\w+Error: \[Errno \d+\] ([^:]+)")
+WRITE_CHUNK_BYTES = 4 * 2**20  # one request's worth: a bigger write goes in chunks
+READ_PART_BYTES = 4 * 2**20  # base64 of it fits a command's 8 MiB output cap (no remote python)
+# "PermissionError: [Errno 13] Permission denied: '/x'": the reason, without the file name
+_OS_ERROR = re.compile(r"^\w+Error: \[Errno \d+\] (.+?)(?:: '[^']*')?\Z", re.DOTALL)
+
+
+class NoPythonOnHost(probes.ProbeError):
+    """The host has no python at ``ansible_python_interpreter``: only SFTP can move files."""
 
 
 @dataclass
@@ -59,6 +68,7 @@ class SSHConnection:
     warnings: list[str] = field(default_factory=list)
     _opened: OpenedTransport | None = None
     _sftp: paramiko.SFTPClient | None = None
+    _no_python: bool = False  # the login user's python is missing: files go over bounded SFTP
     _lost: HostUnreachable | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _markers: BecomeMarkers = field(default_factory=BecomeMarkers.new)
@@ -220,35 +230,108 @@ class SSHConnection:
                 self._sftp = paramiko.SFTPClient.from_transport(self.transport())
             if self._sftp is None:
                 raise self._mark_lost("could not open an SFTP session")
-        return self._sftp
+        return bounded(self._sftp)
 
     def read_file(self, path: str, *, sudo: Become = False) -> bytes | None:
-        if sudo or self._remote_python_ready():
-            answer = self._file_probe("read", path, {"op": "read", "path": path}, sudo)
-            return base64.b64decode(answer["data"]) if answer["exists"] else None
-        with self._guard(f"reading {path}"):
-            return sftp_read(self.sftp(), path, self.host_name)
+        """Through the fileio probe (remote python, else one python process), whatever the
+        host's settings; over bounded SFTP only where the host has no python."""
+        if not (self._no_python and not sudo):
+            try:
+                if not self._remote_python_ready(sudo):
+                    return self._read_in_parts(path, sudo)
+                answer = self._file_probe("read", path, {"op": "read", "path": path}, sudo)
+                return base64.b64decode(answer["data"]) if answer["exists"] else None
+            except NoPythonOnHost:
+                self._no_python_for(sudo, f"read {path}")
+        with self._sftp_session(f"reading {path}") as sftp:
+            return sftp_read(sftp, path, self.host_name)
 
     def write_file(self, path: str, data: bytes, *, mode: int | None = None, sudo: Become = False) -> None:
-        """Atomic: temp file beside the target, fsync, rename. Through the remote when it runs
-        (one round trip, ~0.5 ms), else over SFTP (six round trips); big files over SFTP."""
-        if sudo or (len(data) <= REMOTE_PYTHON_FILE_MAX_BYTES and self._remote_python_ready()):
-            payload = {"op": "write", "path": path, "data": base64.b64encode(data).decode(), "mode": mode}
-            self._file_probe("write", path, payload, sudo)
-            return
-        with self._guard(f"writing {path}"):
-            sftp_write(self.sftp(), path, data, mode, self.host_name)
+        """Atomic: temp file beside the target, fsync, rename, by the fileio probe on the host
+        (one round trip through the remote python, ~0.5 ms; a bigger file in chunks through
+        the same code); over bounded SFTP only where the host has no python."""
+        if not (self._no_python and not sudo):
+            try:
+                if len(data) > WRITE_CHUNK_BYTES and self._remote_python_ready(sudo):
+                    self._write_in_chunks(path, data, mode, sudo)
+                    return
+                payload = {"op": "write", "path": path, "data": base64.b64encode(data).decode(), "mode": mode}
+                self._file_probe("write", path, payload, sudo)
+                return
+            except NoPythonOnHost:
+                self._no_python_for(sudo, f"write {path}")
+        with self._sftp_session(f"writing {path}") as sftp:
+            sftp_write(sftp, path, data, mode, self.host_name)
 
-    def _remote_python_ready(self) -> bool:
+    def _write_in_chunks(self, path: str, data: bytes, mode: int | None, sudo: Become) -> None:
+        """fileio's chunked write: the remote python keeps the judged directory and the temp
+        file open between requests; the commit refuses a target swapped meanwhile."""
+        temp = self._file_probe("write", path, {"op": "write_open", "path": path, "mode": mode}, sudo)["temp"]
+        step = {"path": path, "temp": temp}
+        try:
+            for offset in range(0, len(data), WRITE_CHUNK_BYTES):
+                chunk = base64.b64encode(data[offset : offset + WRITE_CHUNK_BYTES]).decode()
+                self._file_probe("write", path, {**step, "op": "write_chunk", "data": chunk}, sudo)
+        except BaseException:
+            with suppress(RiggerError, probes.ProbeError):
+                if self._lost is None:
+                    self._file_probe("write", path, {**step, "op": "write_abort"}, sudo)
+            raise
+        self._file_probe("write", path, {**step, "op": "write_commit"}, sudo)  # removes the temp on failure
+
+    def _read_in_parts(self, path: str, sudo: Become) -> bytes | None:
+        """Without the remote python a probe's output is capped (a command's): the file comes
+        in parts, each judged by fileio; a file that changes between parts is refused."""
+        data, first = bytearray(), None
+        while True:
+            args = {"op": "read_part", "path": path, "offset": len(data), "length": READ_PART_BYTES}
+            part = self._file_probe("read", path, args, sudo)
+            if not part["exists"]:
+                return None if first is None else self._changed_while_read(path)
+            first = first or part["id"]
+            if part["id"] != first:
+                self._changed_while_read(path)
+            data += base64.b64decode(part["data"])
+            if len(data) >= part["size"] or not part["data"]:
+                return bytes(data)
+
+    def _changed_while_read(self, path: str) -> NoReturn:
+        raise TaskFailed(f"cannot read {path} on {self.host_name}: it changed while it was read; try again")
+
+    def _no_python_for(self, sudo: Become, what: str) -> None:
+        if sudo:  # SFTP runs as the login user: it cannot act as the become user
+            raise TaskFailed(
+                f"cannot {what} on {self.host_name} as {sudo if isinstance(sudo, str) else 'root'}: "
+                f"python interpreter {self.options.python!r} not found on the host (set ansible_python_interpreter)"
+            )
+        self._no_python = True
+
+    @contextmanager
+    def _sftp_session(self, what: str) -> Iterator[paramiko.SFTPClient]:
+        """The SFTP session; one that timed out is closed and dropped (its answers would
+        come out of step), and the task fails naming the file."""
+        try:
+            with self._guard(what):
+                yield self.sftp()
+        except SFTPTimedOut:
+            stuck, self._sftp = self._sftp, None
+            if stuck is not None:
+                with suppress(paramiko.SSHException, OSError, EOFError):
+                    stuck.close()
+            raise
+
+    def _remote_python_ready(self, sudo: Become = False) -> bool:
         with self._guard("starting the remote python"):
-            return self._remotes.get(False) is not None
+            return self._remotes.get(sudo) is not None
 
     def _file_probe(self, verb: str, path: str, payload: dict[str, Any], sudo: Become) -> dict[str, Any]:
         try:
             return self.run_probe("fileio", payload, sudo=sudo)
+        except NoPythonOnHost:
+            raise
         except probes.ProbeError as exc:
             reason = str(exc).removeprefix("probe fileio failed: ")
-            os_error = _OS_ERROR.match(reason)  # "PermissionError: [Errno 13] Permission denied: '/x'"
+            os_error = _OS_ERROR.match(reason)
             reason = os_error.group(1) if os_error else reason
             raise TaskFailed(f"cannot {verb} {path} on {self.host_name}: {reason}") from None
 
@@ -264,7 +347,7 @@ class SSHConnection:
         stdin = program + json.dumps(dict(args or {})).encode()
         result = self.run(argv, sudo=sudo, stdin=stdin, check=False, read_only=True)
         if result.rc == 127 and not result.stdout:
-            raise probes.ProbeError(
+            raise NoPythonOnHost(
                 f"{self.host_name}: python interpreter {self.options.python!r} not found "
                 "on the host (set ansible_python_interpreter)"
             )

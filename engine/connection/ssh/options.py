@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.connection.interpreter import interpreter_argv
 from engine.errors import ValidationError
 
 HOST_KEY_POLICIES = ("strict", "accept-new", "off")
@@ -139,7 +140,7 @@ def options_from_host_vars(host_name: str, host_vars: Mapping[str, Any]) -> SSHO
         host_name=host_name,
         target=target,
         key_file=_expand(key_file) if key_file else None,
-        python=str(host_vars.get("ansible_python_interpreter") or "python3"),
+        python=shlex.join(interpreter_argv(host_vars.get("ansible_python_interpreter") or "python3", host_name)),
         jump=parse_endpoint(jump_text, default_user=user) if jump_text else None,
         host_key_checking=policy,
         known_hosts_files=files,

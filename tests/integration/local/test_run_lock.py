@@ -90,3 +90,17 @@ def test_a_run_started_while_a_killed_runs_holder_is_exiting_gets_the_lock(tmp_p
     finally:
         dying.kill()
         dying.wait()
+
+
+def test_a_fifo_at_the_run_lock_path_fails_the_host_at_once_naming_it(tmp_path, rigger):
+    """Before the one state-file primitive a FIFO planted at the lock's path hung the run
+    in open(2) (an ``unexpected error`` at best). Now the host fails at once as
+    unreachable, naming the FIFO; nothing ran. Real: the CLI, a real FIFO, real flock."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    os.mkfifo(state / f"run-{os.getuid()}.lock")
+    quick = _quick(tmp_path)
+    result = rigger("run", str(quick), env={runlock.STATE_DIR_ENV: str(state)}, timeout_s=60)
+    assert result.rc == 3, result.stdout + result.stderr
+    assert "FIFO" in result.stdout + result.stderr and "a bug" not in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "quick").exists()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -212,3 +213,19 @@ def test_a_stop_signal_during_a_repair_ends_its_command_and_leaves_no_process_or
     other.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n    - debug: {msg: hi}\n")
     person = rigger("run", str(other), "-i", str(inventory), "--lock-wait", "0")
     assert person.rc == 0, person.stdout + person.stderr
+
+
+def test_a_metrics_port_already_in_use_is_a_clear_option_error(rigger, tmp_path):
+    """Fails before: ``--metrics-port`` on a port another process listens on ended in
+    "unexpected error (a bug): OSError: Address already in use". Real: the CLI and a real
+    listening socket on a port the kernel chose."""
+    book, inventory, state = _playbook(tmp_path), _inventory(tmp_path, 1), tmp_path / "state"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _watch(rigger, book, inventory, state, "--cycles", "1", "--metrics-port", str(port))
+    assert result.rc == 5, result.stderr
+    assert f"--metrics-port {port}" in result.stderr and "in use" in result.stderr
+    assert "a bug" not in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "data" / "h1.txt").exists()  # no round ran
