@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from engine import registry, templating
+from engine import controller_files, registry, templating
 from engine.connection.base import Connection, ScopedConnection, TaskScope, become_target
 from engine.connection.predicted import PredictedHost
 from engine.errors import HostUnreachable, Interrupted, TaskFailed, TemplateError
@@ -283,7 +283,10 @@ class TaskRunner:
             raise Interrupted()
 
     def run(self) -> Outcome:
-        outcome = self._run()
+        # while planning on a local connection, controller-side reads see the earlier changes
+        view = self.conn if isinstance(self.conn, PredictedHost) else None
+        with controller_files.seeing(view):
+            outcome = self._run()
         if self.no_log:
             _mask_no_log(self.task.register or "no_log", outcome)
         return outcome
