@@ -20,7 +20,7 @@ from engine.module_api import Change, Diff, Effect, Result, Starts, Stops, TaskC
 from engine.output.events import HostResult, Status
 from engine.playbook import loops
 from engine.probes import ProbeError
-from engine.run import checkmode, quarantine
+from engine.run import checkmode, permissions, quarantine
 from engine.templating.filters import to_bool
 
 
@@ -547,6 +547,10 @@ class TaskRunner:
             "change_kind": change.kind,
         }
         if self.options.check_mode:
+            denied = permissions.permission_failure(conn, change.effects)
+            if denied:  # shown in the review, counted by `rigger plan`
+                planned["impact"] = (*planned["impact"], denied)
+                note += f" ({denied})"
             # a `check_mode: true` task is never applied: later tasks must not see its change
             if predicted is not None and not self.check_mode:
                 predicted.record(change.effects, self.task.display_name)
