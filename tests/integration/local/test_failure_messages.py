@@ -103,3 +103,22 @@ def test_a_home_rigger_cannot_write_names_the_directory_and_rigger_state_dir(
     assert f"cannot make or open the state directory {path}/.cache/rigger" in message, message
     assert f"({errno_name})" in message and "set RIGGER_STATE_DIR" in message, message
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_a_run_lock_holder_whose_python_fails_says_why_without_its_traceback(tmp_path: Path) -> None:
+    """The holder is the connection's python; one that fails at start (here a wrapper that
+    raises, as a python under a HOME it cannot read does) is named by its exception."""
+    python = tmp_path / "python"
+    python.write_text(
+        "#!/bin/sh\nexec python3 -c "
+        '\'def load(): raise PermissionError(13, "Permission denied", "/h/.local")\nload()\'\n'
+    )
+    python.chmod(0o755)
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(f"localhost ansible_connection=local ansible_python_interpreter={python}\n")
+    book = playbook(tmp_path, "localhost", 'command: "true"')
+    done = run_cli_process(["run", "-i", str(inventory), str(book)], cwd=tmp_path, env={}, timeout_s=60)
+    assert done.rc == 3, done.stdout + done.stderr
+    said = "the run-lock holder did not start: PermissionError: [Errno 13] Permission denied: '/h/.local'"
+    assert said in done.stdout and "ansible_python_interpreter" in done.stdout, done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
