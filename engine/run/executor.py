@@ -547,7 +547,8 @@ class TaskRunner:
             "change_kind": change.kind,
         }
         if self.options.check_mode:
-            denied = permissions.permission_failure(conn, change.effects)
+            # a command's effects are what the command does (it may use sudo itself): not judged
+            denied = permissions.permission_failure(conn, change.effects) if spec.check_mode != "skip" else ""
             if denied:  # shown in the review, counted by `rigger plan`
                 planned["impact"] = (*planned["impact"], denied)
                 note += f" ({denied})"

@@ -4,7 +4,9 @@ copying to /etc, apt installing into /var/lib/dpkg).
 
 Judged from what the host answers, never guessed: the task's own connection (its become
 applied) asks the kernel, through the path_info probe, whether that user may make entries
-in the directory the change writes in. Only a directory that exists now is judged; one an
+in the directory the change writes in. Only the changes rigger makes itself (files, apt,
+pip) are judged: a command's (``command``/``shell``/``raw``/``uri``, CHECK_MODE "skip") are
+what the command does, which may become root by itself. Only a directory that exists now is judged; one an
 earlier step would create (with become, another owner) is left to apply. A task that
 becomes root is not asked: root writes where the OS lets anyone.
 """

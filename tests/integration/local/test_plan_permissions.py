@@ -35,6 +35,8 @@ def playbook(folder: Path, own: Path, apt: bool = True) -> Path:
         "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
         f'    - name: a config in /etc\n      copy:\n        content: "x=1\\n"\n        dest: {TARGET}\n'
         + ("    - name: a tool\n      apt:\n        name: sl\n" if apt else "")
+        # what a command writes is the command's doing (it may sudo itself): never judged
+        + f"    - name: a command\n      command:\n        argv: ['true']\n        creates: {TARGET}.made\n"
         + f'    - name: a file of its own\n      copy:\n        content: "mine\\n"\n        dest: {own}/mine.conf\n'
     )
     book.chmod(0o644)
@@ -47,14 +49,14 @@ def test_a_user_without_become_is_told_which_changes_will_fail(rigger: Any, fold
     env = {"HOME": str(home)}
     planned = run_as_nobody(["plan", str(book), "-o", str(plan)], cwd=folder, env=env)
     assert planned.rc == 0, planned.stdout + planned.stderr
-    assert "3 changes pending on 1 host, 2 changes will fail: permission" in planned.stdout, planned.stdout
+    assert "4 changes pending on 1 host, 2 changes will fail: permission" in planned.stdout, planned.stdout
     assert f"would copy to {TARGET} ({WILL_FAIL}: the connection user (uid 65534) cannot write in /etc" in (
         planned.stdout
     )
     for fmt in ("text", "markdown", "html"):
         shown = rigger("show", str(plan), "--format", fmt)
         assert shown.rc == 0, shown.stdout + shown.stderr
-        assert shown.stdout.count(WILL_FAIL) == 3, (fmt, shown.stdout)  # the headline and two changes
+        assert shown.stdout.count(WILL_FAIL) == 3, (fmt, shown.stdout)  # the headline and two changes, not the command
         assert "cannot write in /etc (owner uid 0" in shown.stdout and "in /var/lib/dpkg" in shown.stdout
         own_change = shown.stdout.split("a file of its own")[-1]
         assert WILL_FAIL not in own_change, (fmt, own_change)
