@@ -522,6 +522,7 @@ COPY_READERS = {
     "copy remote_src": "copy:\n    src: {d}/app.conf\n    remote_src: true\n    dest: {d}/copy.conf",
     "copy src": "copy:\n    src: {d}/app.conf\n    dest: {d}/copy.conf",
     "template src": "template:\n    src: {d}/app.conf\n    dest: {d}/copy.conf",
+    "write_file template": "write_file:\n    template: {d}/app.conf\n    path: {d}/copy.conf",
     "lookup file": "copy:\n    content: \"{{{{ lookup('file', '{d}/app.conf', rstrip=False) }}}}\"\n"
     "    dest: {d}/copy.conf",
 }
