@@ -691,3 +691,31 @@ def test_a_limit_that_matches_nothing_is_the_same_error_everywhere(rigger: Any, 
     assert done.rc == 1, done.stdout + done.stderr
     assert "--limit 'nosuchhost': the inventory, host pattern and --limit leave no hosts to target" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_include_vars_of_a_file_an_earlier_task_writes_sees_the_new_values(rigger: Any, tmp_path: Path) -> None:
+    """Real: the CLI, write_file's plan, include_vars and debug. On a local connection
+    include_vars reads the controller's file, which is the host's: planned, it holds what
+    write_file would leave."""
+    (tmp_path / "vars.yml").write_text("port: 1\n")
+    book = write(
+        tmp_path / "site.yml",
+        f"""\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - name: new vars
+              write_file:
+                path: {tmp_path}/vars.yml
+                content: "port: 2\\n"
+                backup: false
+            - include_vars:
+                file: {tmp_path}/vars.yml
+            - debug:
+                msg: "port is {{{{ port }}}}"
+        """,
+    )
+    checked = rigger("run", str(book), "--check")
+    assert checked.rc == 0, checked.stdout + checked.stderr
+    assert "port is 2" in checked.stdout and "port is 1" not in checked.stdout, checked.stdout
+    assert (tmp_path / "vars.yml").read_text() == "port: 1\n"
