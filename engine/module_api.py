@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from engine import controller_files
 from engine.baselines import BaselineKey, BaselineStore, Measurement
 from engine.baselines.noise import Verdict, judge
 from engine.commandline import APT_PACKAGE, PIP_REQUIREMENT, command_line, operand, operands
@@ -78,6 +79,7 @@ __all__ = [
     "batches",
     "command_line",
     "content_digest",
+    "controller_files",
     "evaluate",
     "judge",
     "keypath_diff",

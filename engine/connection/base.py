@@ -94,6 +94,15 @@ class Connection(Protocol):
     def close(self) -> None: ...
 
 
+def sudo_missing(host: str) -> str:
+    """What to say when become finds no sudo on the host (rigger becomes users with sudo)."""
+    return (
+        f"become failed on {host}: sudo is not installed on the host, and become runs through sudo; "
+        "install sudo there (apt-get install sudo, as root), or connect as the user the task needs "
+        "and drop become"
+    )
+
+
 def raise_for_status(result: CommandResult) -> CommandResult:
     if result.rc != 0:
         raise CommandFailed(

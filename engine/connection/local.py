@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import pwd
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,10 +15,10 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from engine import probes
-from engine.connection.base import Become, CommandResult, raise_for_status
+from engine.connection.base import Become, CommandResult, raise_for_status, sudo_missing
 from engine.connection.capture import drain
 from engine.connection.interpreter import interpreter_argv
 from engine.errors import CommandFailed, HostUnreachable, TaskFailed
@@ -52,6 +53,8 @@ class LocalConnection:
     python: str = sys.executable
     _running: set[subprocess.Popen[bytes]] = field(default_factory=set, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # the controller's files are this host's files (engine/controller_files.py)
+    controller_is_host: ClassVar[bool] = True
     _python_argv: list[str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -85,6 +88,8 @@ class LocalConnection:
                 start_new_session=True,
             )
         except OSError as exc:
+            if full[0] == "sudo" and not _on_path("sudo"):  # not the command: the sudo become needs
+                raise TaskFailed(sudo_missing(self.host_name)) from None
             result = CommandResult(tuple(argv), 127, "", f"{argv[0]}: {exc.strerror}")
             return raise_for_status(result) if check else result
         assert proc.stdout is not None and proc.stderr is not None
@@ -164,6 +169,10 @@ class LocalConnection:
             running = list(self._running)
         for proc in running:
             _kill_group(proc)
+
+
+def _on_path(program: str) -> bool:
+    return shutil.which(program) is not None
 
 
 def _feed_stdin(pipe: Any, data: bytes) -> None:

@@ -108,6 +108,17 @@ class PredictedHost:
             return None
         return state
 
+    def predicted_file(self, path: str) -> tuple[bool, bytes | None]:
+        """A controller-side read on a local connection (engine/controller_files.py):
+        (known, data) as the earlier planned changes leave ``path``; not known over SSH,
+        where the controller is another machine, nor where nothing earlier touched it."""
+        if not getattr(self.inner, "controller_is_host", False):
+            return False, None
+        state = self._known(path)
+        if state is None:
+            return False, None
+        return True, None if state.kind == "absent" else state.data
+
     def begin_task(self) -> None:
         with self._lock:
             self._unknown = []

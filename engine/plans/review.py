@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from engine.plans.factor import Factored, factored
 from engine.plans.planfile import HostPlan, Plan, Step
+from engine.run.permissions import WILL_FAIL
 
 NO_LOG_LABEL = "(details hidden: no_log)"
 CELLS = ("changed", "after", "failed", "ok", "skipped", "")  # worst first
@@ -81,6 +82,11 @@ class Review:
         return self.plan.pending
 
     @property
+    def will_fail(self) -> int:
+        """Planned changes the host already says its user may not make (engine/run/permissions.py)."""
+        return sum(1 for h in self.plan.hosts for s in h.pending if permission_denied(s))
+
+    @property
     def incomplete(self) -> str:
         """The line every review leads with when hosts failed while planning, else ""."""
         hosts = self.plan.failed_hosts
@@ -94,6 +100,8 @@ class Review:
     def headline(self) -> str:
         hosts = len(self.plan.hosts)
         parts = [f"{plural(self.pending, 'change')} pending on {plural(len(self.with_changes), 'host')}"]
+        if self.will_fail:
+            parts.append(f"{plural(self.will_fail, 'change')} {WILL_FAIL}")
         if self.later:
             parts.append(f"{plural(sum(len(x.hosts) for x in self.later), 'step')} known after apply")
         parts.append(f"{plural(self.unchanged, 'host')} with nothing to change")
@@ -104,6 +112,10 @@ class Review:
     def made(self) -> str:
         when = datetime.datetime.fromtimestamp(self.plan.created_at, datetime.UTC)
         return f"made {when:%Y-%m-%d %H:%M} UTC by rigger {self.plan.rigger_version}"
+
+
+def permission_denied(step: Step) -> bool:
+    return any(line.startswith(WILL_FAIL) for line in step.impact)
 
 
 def plural(count: int, noun: str) -> str:

@@ -483,6 +483,18 @@ def _check_state_ancestors(real: str) -> None:
         os.close(fd)
 
 
+def _unusable_state_dir(path: str, exc: OSError) -> str:
+    """The OS's refusal to make or open a state directory, named in full (the walk's own
+    error names only the component it stopped at), with what to do."""
+    number = exc.errno or 0
+    reason = f"{exc.strerror or exc} ({errno.errorcode.get(number, number)})"
+    where = f" at {exc.filename!r}" if exc.filename else ""
+    return (
+        f"cannot make or open the state directory {path}: {reason}{where}; make it writable for uid "
+        f"{os.geteuid()} who runs rigger, or set RIGGER_STATE_DIR to a directory of your own"
+    )
+
+
 def open_state_dir(path: str, create: bool = True) -> tuple[int, str]:
     """(descriptor, real path) of a state directory, walked as above and made 0700 when
     missing. Refused when another user owns it (it was there first), when others may
@@ -491,7 +503,14 @@ def open_state_dir(path: str, create: bool = True) -> tuple[int, str]:
     of root's or this user's (/tmp, the shared lock directory every login user of a host
     locks in) is accepted: others cannot rename or remove rigger's entries there, and each
     state file must be rigger's own."""
-    fd, real = open_dir(path, create=create, mode=0o700)
+    try:
+        fd, real = open_dir(path, create=create, mode=0o700)
+    except Refused:
+        raise
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError) and not create:  # state never written: the callers' "absent"
+            raise
+        raise Refused(_unusable_state_dir(path, exc)) from None
     try:
         _check_state_ancestors(real)
         st = os.fstat(fd)

@@ -1,4 +1,7 @@
-"""Read-only facts about paths: existence, type, mode, size (recursive when asked)."""
+"""Read-only facts about paths: existence, type, mode, size (recursive when asked), and
+whether this process (the connection's user, or the user a task becomes) may make and
+remove entries in a directory: the kernel's own answer (``access``), never a guess from the
+mode bits (groups, ACLs, read-only mounts)."""
 
 from __future__ import annotations
 
@@ -49,8 +52,10 @@ def _info(path: str, recursive: bool) -> dict[str, Any]:
     if kind == "symlink":
         info["target"] = os.readlink(path)
         info["resolved"] = os.path.realpath(path)
-    if kind == "dir" and recursive:
-        info["size"] = _tree_bytes(path)
+    if kind == "dir":
+        info["writable"] = os.access(path, os.W_OK | os.X_OK)
+        if recursive:
+            info["size"] = _tree_bytes(path)
     return info
 
 
@@ -59,4 +64,5 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     return {
         "paths": {p: {**_info(p, recursive), "write_refusal": _write_refusal(p)} for p in args["paths"]},
         "home": os.path.expanduser("~"),
+        "euid": os.geteuid(),
     }

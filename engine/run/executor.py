@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from engine import registry, templating
+from engine import controller_files, registry, templating
 from engine.connection.base import Connection, ScopedConnection, TaskScope, become_target
 from engine.connection.predicted import PredictedHost
 from engine.errors import HostUnreachable, Interrupted, TaskFailed, TemplateError
@@ -20,7 +20,7 @@ from engine.module_api import Change, Diff, Effect, Result, Starts, Stops, TaskC
 from engine.output.events import HostResult, Status
 from engine.playbook import loops
 from engine.probes import ProbeError
-from engine.run import checkmode, quarantine
+from engine.run import checkmode, permissions, quarantine
 from engine.templating.filters import to_bool
 
 
@@ -283,7 +283,10 @@ class TaskRunner:
             raise Interrupted()
 
     def run(self) -> Outcome:
-        outcome = self._run()
+        # while planning on a local connection, controller-side reads see the earlier changes
+        view = self.conn if isinstance(self.conn, PredictedHost) else None
+        with controller_files.seeing(view):
+            outcome = self._run()
         if self.no_log:
             _mask_no_log(self.task.register or "no_log", outcome)
         return outcome
@@ -544,6 +547,11 @@ class TaskRunner:
             "change_kind": change.kind,
         }
         if self.options.check_mode:
+            # a command's effects are what the command does (it may use sudo itself): not judged
+            denied = permissions.permission_failure(conn, change.effects) if spec.check_mode != "skip" else ""
+            if denied:  # shown in the review, counted by `rigger plan`
+                planned["impact"] = (*planned["impact"], denied)
+                note += f" ({denied})"
             # a `check_mode: true` task is never applied: later tasks must not see its change
             if predicted is not None and not self.check_mode:
                 predicted.record(change.effects, self.task.display_name)

@@ -274,7 +274,11 @@ def _takeover(host: str, answer: dict[str, Any]) -> str | None:
 
 def read_answer(host: str, line: str) -> dict[str, Any]:
     if not line.startswith(READY):
-        raise HostUnreachable(f"{host}: the run-lock holder did not start: {line.strip()[:300]}")
+        said = line.strip()[:300] or "it exited without a word"
+        raise HostUnreachable(
+            f"{host}: the run-lock holder did not start: {said} (it is python, run as the connection user: "
+            f"check ansible_python_interpreter; {STATE_DIR_ENV} names another state directory)"
+        )
     answer: dict[str, Any] = json.loads(line[len(READY) :])
     return answer
 

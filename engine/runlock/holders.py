@@ -26,10 +26,32 @@ def start_holder(holder: LockHolder, host_name: str, request: Mapping[str, Any])
     """Send a started holder process its request; its answer says whether it got the lock."""
     try:
         holder.send(json.dumps(dict(request)).encode() + b"\n")
-        return holder, read_answer(host_name, holder.read_line(ANSWER_TIMEOUT_S))
+        line = holder.read_line(ANSWER_TIMEOUT_S)
+        if line.startswith("Traceback"):  # the holder's python failed: its last line says why
+            line = _last_line(holder, line)
+        return holder, read_answer(host_name, line)
     except BaseException:
         holder.close()
         raise
+
+
+TRACEBACK_LINES = 200
+TRACEBACK_WAIT_S = 2.0
+
+
+def _last_line(holder: LockHolder, first: str) -> str:
+    """The exception a failed holder printed after its traceback (bounded: lines, time)."""
+    last = first
+    for _ in range(TRACEBACK_LINES):
+        try:
+            line = holder.read_line(TRACEBACK_WAIT_S)
+        except (TimeoutError, OSError):
+            break
+        if not line:
+            break
+        if line.strip():
+            last = line
+    return last
 
 
 class RemotePythonHolder:

@@ -9,7 +9,7 @@ environment, ``render``/``evaluate``/``Scope``), ``filters.py``, ``lookups.py``,
 ``sandbox.py`` (size bounds), ``magicvars.py``, ``taskvars.py`` (the layered variables one
 task sees) and ``extravars.py`` (``-e``). It reads no playbook and touches no host.
 
-May import: engine.errors, engine.yamlload, engine.model, engine.mask.
+May import: engine.errors, engine.yamlload, engine.model, engine.mask, engine.controller_files.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from typing import Any
 
 import jinja2
 
+from engine import controller_files
 from engine.templating.password_lookup import password
 from engine.templating.sandbox import MAX_SIZE
 
@@ -37,10 +38,10 @@ def _terms(terms: tuple[Any, ...]) -> list[Any]:
 def _search(variables: Mapping[str, Any], subdir: str, name: str) -> Path | None:
     path = Path(str(name))
     if path.is_absolute():
-        return path if path.exists() else None
+        return path if controller_files.exists(path) else None
     base = Path(str(variables.get("playbook_dir", ".")))
     for candidate in (base / subdir / path, base / path):
-        if candidate.exists():
+        if controller_files.exists(candidate):
             return candidate
     return None
 
@@ -52,11 +53,11 @@ def _env(variables: Mapping[str, Any], terms: list[Any], kw: dict[str, Any]) -> 
 
 def _read(variables: Mapping[str, Any], subdir: str, term: Any, lookup: str) -> str:
     path = _search(variables, subdir, term)
-    if path is None or not path.is_file():
+    if path is None or not controller_files.is_file(path):
         raise LookupFailed(f"the '{lookup}' lookup could not locate file {term!r}")
-    if path.stat().st_size > MAX_SIZE:  # engine/templating/sandbox.py's bound on what a template may build
+    if controller_files.size(path) > MAX_SIZE:  # engine/templating/sandbox.py's bound on what a template may build
         raise LookupFailed(f"the '{lookup}' lookup: {path} is larger than {MAX_SIZE} bytes")
-    return path.read_text(encoding="utf-8")
+    return controller_files.read_text(path)
 
 
 def _file(variables: Mapping[str, Any], terms: list[Any], kw: dict[str, Any]) -> list[Any]:
@@ -119,7 +120,7 @@ def _first_found(variables: Mapping[str, Any], terms: list[Any], kw: dict[str, A
         folders = [base / p for p in paths] if paths else [base]
         for folder in folders:
             path = folder / str(name)
-            if path.exists():
+            if controller_files.exists(path):
                 return [str(path)]
     if kw.get("skip", False):
         return []

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from engine.module_api import TaskContext, TaskFailed, Unchanged, render_loaded
+from engine.module_api import TaskContext, TaskFailed, Unchanged, controller_files, render_loaded
 
 FREE_FORM = "file"
 MAX_BYTES = 16 * 1024 * 1024  # a vars file larger than this is not a vars file
@@ -80,17 +80,17 @@ def _find(variables: Mapping[str, Any], name: str) -> Path:
         return Path(name)
     roots = _roots(variables)
     for root in roots:
-        if (root / name).exists():
+        if controller_files.exists(root / name):
             return root / name
     raise TaskFailed(f"could not find {name!r} in {', '.join(str(r) for r in roots)}")
 
 
 def _load(path: Path) -> dict[str, Any]:
-    if not path.is_file():
+    if not controller_files.is_file(path):
         raise TaskFailed(f"{path} is not a file")
-    if path.stat().st_size > MAX_BYTES:
+    if controller_files.size(path) > MAX_BYTES:
         raise TaskFailed(f"{path} is larger than {MAX_BYTES} bytes")
-    text = path.read_text(encoding="utf-8")
+    text = controller_files.read_text(path)
     if text.lstrip().startswith("$ANSIBLE_VAULT"):
         raise TaskFailed(f"{path} is vault-encrypted: vault is not supported by rigger")
     try:

@@ -24,6 +24,7 @@ from engine.module_api import (
     Unchanged,
     Writes,
     content_digest,
+    controller_files,
     render,
 )
 
@@ -70,7 +71,7 @@ def _template_source(ctx: TaskContext, name: str) -> Path:
     role_path = ctx.vars.get("role_path")
     candidates = [Path(str(role_path)) / "templates" / name] if role_path else []
     candidates += [playbook_dir / "templates" / name, playbook_dir / name]
-    return next((c for c in candidates if c.is_file()), candidates[-1])
+    return next((c for c in candidates if controller_files.is_file(c)), candidates[-1])
 
 
 def _wanted(ctx: TaskContext, args: Mapping[str, Any]) -> str:
@@ -78,7 +79,7 @@ def _wanted(ctx: TaskContext, args: Mapping[str, Any]) -> str:
         return str(args["content"])
     source = _template_source(ctx, str(args["template"]))
     try:
-        text = source.read_text(encoding="utf-8")
+        text = controller_files.read_text(source)  # on a local connection: as earlier planned tasks leave it
     except OSError as exc:
         raise TaskFailed(f"cannot read template {source}: {exc.strerror}") from None
     try:

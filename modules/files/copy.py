@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged
+from engine.module_api import Change, Result, TaskContext, TaskFailed, Unchanged, controller_files
 from modules.files.filework import (
     CONTENT_PROPERTIES,
     Content,
@@ -116,9 +116,10 @@ def _wanted(ctx: TaskContext, args: Mapping[str, Any]) -> tuple[list[str], list[
     if args["remote_src"]:
         return _host_source(ctx, args["src"], dest, args["follow"])
     source = controller_file(ctx, args["src"], "files")
-    if source.is_dir():
+    if controller_files.is_dir(source):
         return _tree(Path(f"{source}/") if args["src"].endswith("/") else source, dest)
-    return [], [Content(_into(ctx, dest, source.name, args["follow"]), source.read_bytes())]
+    data = controller_files.read_bytes(source)  # on a local connection: as earlier planned tasks leave it
+    return [], [Content(_into(ctx, dest, source.name, args["follow"]), data)]
 
 
 def _dir_ops(ctx: TaskContext, dirs: list[str], args: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -16,7 +16,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from engine.module_api import Change, Diff, ProbeError, TaskContext, TaskFailed, Writes, content_digest
+from engine.module_api import (
+    Change,
+    Diff,
+    ProbeError,
+    TaskContext,
+    TaskFailed,
+    Writes,
+    content_digest,
+    controller_files,
+)
 from modules.files.probes import file_mode
 
 ATTR_PROPERTIES: dict[str, Any] = {
@@ -265,7 +274,7 @@ def controller_file(ctx: TaskContext, name: str, kind: str) -> Path:
     playbook_dir = Path(str(ctx.vars.get("playbook_dir", ".")))
     roots += [playbook_dir / kind, playbook_dir]
     for root in roots:
-        if (root / name).exists():
+        if controller_files.exists(root / name):
             return root / name
     raise TaskFailed(f"could not find {name!r} in {', '.join(str(r) for r in roots)}")
 

@@ -13,7 +13,16 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from engine.module_api import Change, Result, TaskContext, TaskFailed, TemplateError, Unchanged, render_text
+from engine.module_api import (
+    Change,
+    Result,
+    TaskContext,
+    TaskFailed,
+    TemplateError,
+    Unchanged,
+    controller_files,
+    render_text,
+)
 from modules.files.filework import CONTENT_PROPERTIES, Content, apply_content, controller_file, plan_content
 
 # path arguments Ansible expands on the host (~, $VAR): expanded there before plan()
@@ -41,7 +50,7 @@ _BLOCK_END_NEWLINE = re.compile(r"(?<!\+)([%#]\})\n")
 def _rendered(ctx: TaskContext, name: str) -> bytes:
     source = controller_file(ctx, name, "templates")
     try:
-        text = source.read_text(encoding="utf-8")
+        text = controller_files.read_text(source)
     except OSError as exc:
         raise TaskFailed(f"cannot read template {source}: {exc.strerror}") from None
     try:

@@ -138,6 +138,7 @@ EFFECTS: dict[str, Effect] = {
             "engine/templating/lookups.py": "Ansible's file lookup on the controller, bounded by size",
             "engine/templating/password_lookup.py": PASSWORD_LOOKUP,
             "engine/yamlload.py": "the playbook and inventory YAML on the controller: O_NONBLOCK, regular files only",
+            "engine/controller_files.py": CONTROLLER,
             "modules/basic/write_file.py": CONTROLLER,
             "modules/files/copy.py": CONTROLLER,
             "modules/files/template.py": CONTROLLER,

@@ -74,3 +74,29 @@ def test_a_stopped_process_and_a_started_server_are_carried_forward(tmp_path: Pa
     host.begin_task()
     conn.run_probe("vllm_state", {"state_path": str(tmp_path / "srv.json"), "health_url": ""})
     assert [u.task for u in host.unknown_reads()] == ["t"], "its pid and health are known after apply"
+
+
+class _Remote:
+    """A connection to another machine (only its type matters here: no controller_is_host)."""
+
+    host_name = "gpu1"
+
+
+def test_controller_reads_see_planned_writes_only_when_the_controller_is_the_host(tmp_path: Path) -> None:
+    """engine/controller_files.py: a copy's src on a local connection is the host's file."""
+    from engine import controller_files
+
+    path, removed = tmp_path / "app.conf", tmp_path / "old.conf"
+    path.write_text("port=1\n")
+    removed.write_text("x\n")
+    effects = (Writes(str(path), b"port=2\n", None), Removes(str(removed)))
+    local = PredictedHost(LocalConnection())
+    local.record(effects, "app config")
+    with controller_files.seeing(local):
+        assert controller_files.read_bytes(path) == b"port=2\n" and controller_files.size(path) == 7
+        assert not controller_files.exists(removed) and not controller_files.is_file(removed)
+    assert controller_files.read_bytes(path) == b"port=1\n", "outside the task: the file as it is"
+    remote = PredictedHost(_Remote())  # type: ignore[arg-type]
+    remote.record(effects, "app config")
+    with controller_files.seeing(remote):
+        assert controller_files.read_bytes(path) == b"port=1\n" and controller_files.exists(removed)

@@ -14,6 +14,7 @@ import time
 
 import paramiko
 
+from engine.connection.base import sudo_missing
 from engine.connection.ssh.command import BecomeMarkers
 from engine.connection.ssh.exec import ExecOutcome
 from engine.errors import TaskFailed
@@ -49,6 +50,8 @@ def become_handshake(
             chan.sendall(password.encode() + b"\n")
             answered = True
         if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+            if _no_sudo(chan.recv_exit_status(), err):
+                raise TaskFailed(sudo_missing(host))
             raise TaskFailed(
                 f"become failed on {host}: {_first_line(err, prompt)} (user {user} needs a "
                 "sudo rule: NOPASSWD, or set become_password)"
@@ -70,11 +73,18 @@ def strip_become_marker(outcome: ExecOutcome, markers: BecomeMarkers, host: str,
         return
     if success in bytes(data[:4096]) or outcome.rc is None:
         return
+    if _no_sudo(outcome.rc, bytes(outcome.stderr.data)):
+        raise TaskFailed(sudo_missing(host), {"rc": outcome.rc, "stderr": outcome.stderr.text()})
     reason = _first_line(bytes(outcome.stderr.data), markers.prompt.encode())
     raise TaskFailed(
         f"become failed on {host}: {reason} (user {user} needs a sudo rule: NOPASSWD, or set become_password)",
         {"rc": outcome.rc, "stderr": outcome.stderr.text()},
     )
+
+
+def _no_sudo(rc: int | None, err: bytes) -> bool:
+    """The shell's "sudo: not found" (exit 127): the command line execs sudo first."""
+    return rc == 127 and b"sudo" in err and b"not found" in err
 
 
 def _first_line(err: bytes, prompt: bytes) -> str:

@@ -10,6 +10,7 @@ one-line message that never contains a secret.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import socket
 import stat
@@ -22,6 +23,13 @@ import paramiko
 from engine.connection.ssh.hostkeys import HostKeyError, check_host_key, known_types
 from engine.connection.ssh.options import Endpoint, SSHOptions
 from engine.errors import HostUnreachable
+
+# paramiko's transport thread logs every failed handshake with its traceback at ERROR; with
+# no handler of its own that reaches the terminal (logging's last resort) beside rigger's
+# one-line "unreachable". Each failure is reported here, once, in words.
+_PARAMIKO_LOG = logging.getLogger("paramiko")
+_PARAMIKO_LOG.addHandler(logging.NullHandler())
+_PARAMIKO_LOG.propagate = False
 
 DISABLED_ALGORITHMS = {
     "ciphers": [
@@ -135,7 +143,7 @@ def _handshake(
         try:
             transport.start_client(timeout=options.connect_timeout_s)
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise _unreachable(options, f"{where}: SSH handshake failed: {_reason(exc)}") from None
+            raise _unreachable(options, f"{where}: SSH handshake failed: {_handshake_reason(exc)}") from None
         if not transport.is_active() or not transport.host_key:
             # start_client returns quietly when its timeout passes
             raise _unreachable(
@@ -168,6 +176,15 @@ def _prefer_known_key_types(transport: paramiko.Transport, options: SSHOptions, 
     security = transport.get_security_options()
     offered = list(security.key_types)
     security.key_types = [t for t in offered if t in recorded] + [t for t in offered if t not in recorded]
+
+
+def _handshake_reason(exc: BaseException) -> str:
+    if "protocol banner" in str(exc):  # something answered on the port, but not an SSH server
+        return (
+            "the port did not answer as SSH (no SSH protocol banner): is ansible_port the host's SSH port, "
+            "and is sshd (not another service) listening there?"
+        )
+    return _reason(exc)
 
 
 def _reason(exc: BaseException) -> str:

@@ -516,8 +516,21 @@ def test_a_plan_of_a_relative_playbook_applies_from_another_directory(rigger: An
 # ---- predicted state: a later task plans against what the earlier ones would leave ---------
 
 
-def write_then_copy(tmp_path: Path) -> Path:
+# How the second task reads app.conf: from the host (remote_src), or from the controller,
+# which on a local connection is the host (engine/controller_files.py).
+COPY_READERS = {
+    "copy remote_src": "copy:\n    src: {d}/app.conf\n    remote_src: true\n    dest: {d}/copy.conf",
+    "copy src": "copy:\n    src: {d}/app.conf\n    dest: {d}/copy.conf",
+    "template src": "template:\n    src: {d}/app.conf\n    dest: {d}/copy.conf",
+    "write_file template": "write_file:\n    template: {d}/app.conf\n    path: {d}/copy.conf",
+    "lookup file": "copy:\n    content: \"{{{{ lookup('file', '{d}/app.conf', rstrip=False) }}}}\"\n"
+    "    dest: {d}/copy.conf",
+}
+
+
+def write_then_copy(tmp_path: Path, reader: str = "copy remote_src") -> Path:
     (tmp_path / "app.conf").write_text("port=1\n")
+    second = textwrap.indent(COPY_READERS[reader].format(d=tmp_path), " " * 14).lstrip()
     return write(
         tmp_path / "site.yml",
         f"""\
@@ -530,20 +543,19 @@ def write_then_copy(tmp_path: Path) -> Path:
                 content: "port=2\\n"
                 backup: false
             - name: a copy of it
-              copy:
-                src: {tmp_path}/app.conf
-                remote_src: true
-                dest: {tmp_path}/copy.conf
+              {second}
         """,
     )
 
 
+@pytest.mark.parametrize("reader", sorted(COPY_READERS))
 def test_a_copy_of_a_file_an_earlier_task_writes_shows_and_applies_the_new_content(
-    rigger: Any, digest: Any, tmp_path: Path
+    rigger: Any, digest: Any, tmp_path: Path, reader: str
 ) -> None:
-    """Real: the CLI, write_file's and copy's plan and apply, files. The copy's plan reads
-    app.conf through the planning connection, which answers what write_file would leave."""
-    book = write_then_copy(tmp_path)
+    """Real: the CLI, write_file's and copy's/template's plan and apply, files. The copy's
+    plan reads app.conf through the planning connection (remote_src), or from the
+    controller, which is this host: either answers what write_file would leave."""
+    book = write_then_copy(tmp_path, reader)
     before = digest(tmp_path)
     checked = rigger("run", str(book), "--check", "--diff")
     assert checked.rc == 0, checked.stdout + checked.stderr
@@ -679,3 +691,31 @@ def test_a_limit_that_matches_nothing_is_the_same_error_everywhere(rigger: Any, 
     assert done.rc == 1, done.stdout + done.stderr
     assert "--limit 'nosuchhost': the inventory, host pattern and --limit leave no hosts to target" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_include_vars_of_a_file_an_earlier_task_writes_sees_the_new_values(rigger: Any, tmp_path: Path) -> None:
+    """Real: the CLI, write_file's plan, include_vars and debug. On a local connection
+    include_vars reads the controller's file, which is the host's: planned, it holds what
+    write_file would leave."""
+    (tmp_path / "vars.yml").write_text("port: 1\n")
+    book = write(
+        tmp_path / "site.yml",
+        f"""\
+        - hosts: localhost
+          gather_facts: false
+          tasks:
+            - name: new vars
+              write_file:
+                path: {tmp_path}/vars.yml
+                content: "port: 2\\n"
+                backup: false
+            - include_vars:
+                file: {tmp_path}/vars.yml
+            - debug:
+                msg: "port is {{{{ port }}}}"
+        """,
+    )
+    checked = rigger("run", str(book), "--check")
+    assert checked.rc == 0, checked.stdout + checked.stderr
+    assert "port is 2" in checked.stdout and "port is 1" not in checked.stdout, checked.stdout
+    assert (tmp_path / "vars.yml").read_text() == "port: 1\n"
