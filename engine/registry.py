@@ -148,6 +148,7 @@ ANSIBLE_BUILTINS = frozenset(
         "shell",
         "stat",
         "template",
+        "unarchive",
         "uri",
         "user",
         "wait_for",

@@ -141,6 +141,7 @@ EFFECTS: dict[str, Effect] = {
             "modules/basic/write_file.py": CONTROLLER,
             "modules/files/copy.py": CONTROLLER,
             "modules/files/template.py": CONTROLLER,
+            "modules/files/unarchive.py": CONTROLLER + " (an archive, at most MAX_ARCHIVE_BYTES, sent to the host)",
             "modules/checkpoints/compat.py": CONTROLLER,
             "engine/probes/host.py": KERNEL,
             "engine/probes/procs.py": KERNEL,
