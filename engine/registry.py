@@ -143,6 +143,7 @@ ANSIBLE_BUILTINS = frozenset(
         "pip",
         "ping",
         "raw",
+        "script",
         "set_fact",
         "setup",
         "shell",

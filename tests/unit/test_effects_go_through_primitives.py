@@ -139,6 +139,7 @@ EFFECTS: dict[str, Effect] = {
             "engine/templating/password_lookup.py": PASSWORD_LOOKUP,
             "engine/yamlload.py": "the playbook and inventory YAML on the controller: O_NONBLOCK, regular files only",
             "modules/basic/write_file.py": CONTROLLER,
+            "modules/basic/script.py": CONTROLLER + " (the script, sent to the host through the write primitive)",
             "modules/files/copy.py": CONTROLLER,
             "modules/files/template.py": CONTROLLER,
             "modules/files/unarchive.py": CONTROLLER + " (an archive, at most MAX_ARCHIVE_BYTES, sent to the host)",
