@@ -134,6 +134,7 @@ ANSIBLE_BUILTINS = frozenset(
         "file",
         "find",
         "get_url",
+        "git",
         "group",
         "group_by",
         "hostname",

@@ -6,6 +6,7 @@ MODULES = (
     "dnf",
     "find",
     "get_url",
+    "git",
     "ensure_vllm",
     "group",
     "hostname",
