@@ -140,10 +140,10 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         if not args["clone"]:
             return Unchanged(f"{dest} holds no clone and clone is false", {"before": None, "after": None})
         after, kind = _resolve(ctx, repo, version)
-        payload = {"action": "clone", "after": after, "kind": kind, "repo": repo}
+        cloned = {"action": "clone", "after": after, "kind": kind, "repo": repo}
         diff = Diff(f"{dest} (git HEAD)", "", f"{after}\n")
         summary = f"clone {repo} at {version} into {dest}"
-        return Change(summary, (diff,), payload, {f"git:{dest}": "absent"}, (Fills(dest, f"a clone of {repo}"),))
+        return Change(summary, (diff,), cloned, {f"git:{dest}": "absent"}, (Fills(dest, f"a clone of {repo}"),))
     before, url, modified = _current(ctx, dest, remote)
     if modified and not args["force"]:
         raise TaskFailed(f"Local modifications exist in the destination: {dest} (force=no).", {"before": before})
