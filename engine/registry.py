@@ -168,6 +168,7 @@ ANSIBLE_COLLECTIONS = ("ansible.builtin.", "ansible.legacy.")
 # playbook may write either; every other name of a collection stays refused by name.
 COLLECTION_MODULES = {
     "ansible.posix.authorized_key": "authorized_key",
+    "ansible.posix.mount": "mount",
     "ansible.posix.sysctl": "sysctl",
     "community.general.modprobe": "modprobe",
 }

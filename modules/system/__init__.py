@@ -11,6 +11,7 @@ MODULES = (
     "group",
     "hostname",
     "modprobe",
+    "mount",
     "package",
     "pip",
     "ping",
