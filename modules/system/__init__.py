@@ -2,6 +2,7 @@
 
 MODULES = (
     "apt",
+    "apt_repository",
     "authorized_key",
     "dnf",
     "find",

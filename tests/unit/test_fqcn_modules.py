@@ -26,6 +26,7 @@ FQCNS = {
     "ansible.posix.mount": ("mount", "{path: /models, src: 'nas:/m', fstype: nfs, state: mounted}"),
     "ansible.builtin.unarchive": ("unarchive", "{src: /tmp/x.tgz, dest: /opt, remote_src: true}"),
     "ansible.builtin.script": ("script", "{cmd: setup.sh}"),
+    "ansible.builtin.apt_repository": ("apt_repository", "{repo: 'deb http://deb.debian.org/debian bookworm main'}"),
     "ansible.builtin.git": ("git", "{repo: 'https://example.org/x.git', dest: /opt/x}"),
 }
 
