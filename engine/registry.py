@@ -124,6 +124,7 @@ def module_names() -> tuple[str, ...]:
 ANSIBLE_BUILTINS = frozenset(
     {
         "apt",
+        "apt_key",
         "apt_repository",
         "assert",
         "blockinfile",

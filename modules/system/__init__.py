@@ -2,6 +2,7 @@
 
 MODULES = (
     "apt",
+    "apt_key",
     "apt_repository",
     "authorized_key",
     "dnf",

@@ -27,6 +27,7 @@ FQCNS = {
     "ansible.builtin.unarchive": ("unarchive", "{src: /tmp/x.tgz, dest: /opt, remote_src: true}"),
     "ansible.builtin.script": ("script", "{cmd: setup.sh}"),
     "ansible.builtin.apt_repository": ("apt_repository", "{repo: 'deb http://deb.debian.org/debian bookworm main'}"),
+    "ansible.builtin.apt_key": ("apt_key", "{id: 3BF863CC, keyring: /usr/share/keyrings/cuda.gpg}"),
     "ansible.builtin.git": ("git", "{repo: 'https://example.org/x.git', dest: /opt/x}"),
 }
 
