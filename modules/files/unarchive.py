@@ -6,8 +6,10 @@ the role's `files/`, the playbook's `files/`, the playbook directory), or with
 on the host and EVERY member name is judged before anything is extracted: an absolute
 name, a `..` component, a symlink leading out of `dest`, a member below a symlink member,
 a hard link to anything but an earlier file of the archive, or a device, FIFO or other
-special file refuses the whole archive; so does a link or a file on the way to a member
-inside `dest` (nothing is written through a link, whoever made it). Each member is then
+special file refuses the whole archive, and so does a member below a file member; so
+does a link or a file on the way to a member inside `dest` (nothing is written through a
+link, whoever made it). A `dest` that is itself a link is the directory it leads to, as
+Ansible's isdir follows it, judged by the file primitive's rule for links. Each member is then
 written through the file primitive: files atomically with the archive's mode, directories
 made (their modes set last), links put in place. A member already in `dest` with the same
 type, content (and link target) and mode is left alone, so a second run changes nothing;

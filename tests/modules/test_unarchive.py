@@ -110,6 +110,7 @@ HOSTILE = {
         [_member("l", tarfile.SYMTYPE, link="sub"), _member("l/x", body=b"x")],
         "lies below the symlink member 'l'",
     ),
+    "write below a file member": ([_member("f", body=b"x"), _member("f/x", body=b"x")], "below the file member 'f'"),
     "hard link out": ([_member("h", tarfile.LNKTYPE, link="../BAIT/secret")], "names no earlier file"),
     "hard link to nothing in the archive": (
         [_member("h", tarfile.LNKTYPE, link="etc/shadow")],
@@ -146,6 +147,16 @@ def test_a_link_inside_dest_on_the_way_to_a_member_is_never_written_through(tmp_
     with pytest.raises(TaskFailed, match=r"tools is a link, not a directory"):
         converge({"src": str(archive), "dest": str(dest), "remote_src": True})
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_dest_that_is_a_link_is_the_directory_it_leads_to(tmp_path: Path) -> None:
+    """Ansible's isdir(dest) follows a link; the primitive judges it (root's own: trusted)."""
+    (tmp_path / "releases" / "r1").mkdir(parents=True)
+    (tmp_path / "current").symlink_to(tmp_path / "releases" / "r1")
+    archive = make_tar(tmp_path / "tools.tar.gz", tool_members()[:3])
+    _, result, again = converge({"src": str(archive), "dest": str(tmp_path / "current"), "remote_src": True})
+    assert result is not None and (tmp_path / "releases/r1/tools/README").read_text() == "read me\n"
+    assert (tmp_path / "current").is_symlink() and isinstance(again, Unchanged)
 
 
 def test_dest_must_be_an_existing_directory_and_creates_skips(tmp_path: Path) -> None:

@@ -57,9 +57,10 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(answer["refusal"])
     if args.get("digest") and answer["digest"] != args["digest"]:
         raise ValueError("the archive changed since it was planned (its sha256 differs); nothing was extracted")
+    dest = answer["dest"]  # a link at dest: the directory it leads to, judged
     for change in answer["changes"]:
-        _apply(args["dest"], change, answer["contents"])
+        _apply(dest, change, answer["contents"])
     for change in reversed(answer["changes"]):
         if change["kind"] == "dir":
-            call("fileio", {"op": "attrs", "path": _under(args["dest"], change["name"]), "mode": change["mode"]})
+            call("fileio", {"op": "attrs", "path": _under(dest, change["name"]), "mode": change["mode"]})
     return {"extracted": [change["raw"] for change in answer["changes"]], "handler": answer["handler"]}

@@ -121,11 +121,13 @@ def judge(members: list[dict[str, Any]]) -> str | None:
         if kind not in ("dir", "file", "symlink", "hardlink"):
             return f"refusing the archive: member {raw!r} is a {kind}; unarchive extracts files, directories and links"
         parents = name.split("/")[:-1]
-        through = next(
-            ("/".join(parents[:i]) for i in range(1, len(parents) + 1) if "/".join(parents[:i]) in links), None
-        )
+        prefixes = ["/".join(parents[:i]) for i in range(1, len(parents) + 1)]
+        through = next((prefix for prefix in prefixes if prefix in links), None)
         if through is not None:
             return f"refusing the archive: member {raw!r} lies below the symlink member {through!r}"
+        below = next((prefix for prefix in prefixes if prefix in files), None)
+        if below is not None:
+            return f"refusing the archive: member {raw!r} lies below the file member {below!r}"
         if kind == "symlink":
             target = member["link"]
             inside = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
@@ -178,6 +180,15 @@ def _under(dest: str, name: str) -> str:
     return f"{dest.rstrip('/')}/{name}" if name else dest
 
 
+def _real_dest(dest: str) -> str:
+    """dest, or the directory a link there leads to (Ansible's isdir follows it), by the
+    file primitive's rule: another user's link only to that user's own files."""
+    facts = call("file_facts", {"paths": [dest], "follow_links": True})["paths"][dest]
+    if facts.get("write_refusal"):
+        raise Refusal(str(facts["write_refusal"]))
+    return str(facts["path"]) if facts.get("via_link") and facts.get("type") == "directory" else dest
+
+
 def plan_members(dest: str, members: list[dict[str, Any]], contents: dict[str, bytes]) -> list[dict[str, Any]]:
     """What extracting ``members`` into ``dest`` changes, judged against the host."""
     dirs = _wanted_dirs(members)
@@ -218,7 +229,8 @@ def survey(args: dict[str, Any]) -> tuple[dict[str, Any], bytes, dict[str, bytes
         "changes": [],
     }
     if answer["refusal"] is None:
-        answer["changes"] = plan_members(args["dest"], members, contents)
+        answer["dest"] = _real_dest(args["dest"])
+        answer["changes"] = plan_members(answer["dest"], members, contents)
     return answer, data, contents
 
 
