@@ -12,20 +12,23 @@ link, whoever made it). A `dest` that is itself a link is the directory it leads
 Ansible's isdir follows it, judged by the file primitive's rule for links. Each member is then
 written through the file primitive: files atomically with the archive's mode, directories
 made (their modes set last), links put in place. A member already in `dest` with the same
-type, content (and link target) and mode is left alone, so a second run changes nothing;
-Ansible's tar handler also compares modification times and owners, rigger does not: it
-restores no owner (files belong to the user the task runs as) and no setuid/setgid bit.
-`creates` skips the task when that path exists; `list_files` returns the member names in
-`files`. The archive is held in memory (at most 1 GiB) and, from the controller, sent to
-the host with the probe. Check mode opens and judges the archive too and lists what would
-change. `src` URLs, `include`/`exclude`, `keep_newer`, `owner`/`group`/`mode`,
-`extra_opts`, `validate_certs` and the other arguments rigger does not act on are refused
+type, content (and link target), mode and asked owner is left alone, so a second run
+changes nothing; Ansible's tar handler also compares modification times, rigger does
+not. No owner is restored from the archive (files belong to the user the task runs as,
+or to `owner`/`group` when given) and no setuid/setgid bit; `mode` (octal) is given to
+every extracted file and directory, as Ansible gives it. `creates` skips the task when
+that path exists; `list_files` returns the member names in `files`. The archive is held
+in memory (at most 1 GiB) and, from the controller, sent to the host with the probe.
+Check mode opens and judges the archive too and lists what would change. `src` URLs,
+`include`/`exclude`, `keep_newer`, a symbolic `mode`, `extra_opts`, `validate_certs` and
+the other arguments rigger does not act on are refused
 by name (download with `get_url` first, then extract with `remote_src: true`).
 """
 
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,6 +36,7 @@ from engine.module_api import Change, Diff, Fills, ProbeError, Result, TaskConte
 from modules.files.filework import controller_file
 
 HOST_PATHS = ("dest", "creates")
+_MODE = re.compile(r"^0?[0-7]{3,4}$")
 MAX_ARCHIVE_BYTES = 1 << 30
 
 SCHEMA = {
@@ -54,6 +58,12 @@ SCHEMA = {
             "description": "src is already on the host (true), or on the controller (false).",
         },
         "creates": {"type": "string", "description": "Skip the task when this path exists on the host."},
+        "owner": {"type": "string", "description": "User (name or uid) every extracted path gets."},
+        "group": {"type": "string", "description": "Group (name or gid) every extracted path gets."},
+        "mode": {
+            "type": ["string", "integer"],
+            "description": "Octal permissions every extracted file and directory gets (else the archive's).",
+        },
         "list_files": {
             "type": "boolean",
             "default": False,
@@ -89,12 +99,25 @@ def _source(ctx: TaskContext, args: Mapping[str, Any]) -> dict[str, Any]:
 
 def _members(ctx: TaskContext, args: Mapping[str, Any], source: Mapping[str, Any]) -> dict[str, Any]:
     try:
-        answer: dict[str, Any] = ctx.conn.run_probe("archive_members", {**source, "dest": args["dest"]})
+        answer: dict[str, Any] = ctx.conn.run_probe("archive_members", {**source, **_attributes(args)})
     except ProbeError as exc:
         raise TaskFailed(str(exc).removeprefix("probe archive_members failed: ")) from None
     if answer["refusal"]:
         raise TaskFailed(str(answer["refusal"]))
     return answer
+
+
+def _attributes(args: Mapping[str, Any]) -> dict[str, Any]:
+    """dest, and the owner, group and octal mode asked for every member."""
+    mode = args.get("mode")
+    if mode is not None:
+        text = f"{mode:o}" if isinstance(mode, int) else str(mode)
+        if not _MODE.match(text):
+            raise TaskFailed(
+                f"mode: {mode!r} is not an octal mode (symbolic modes are not supported by unarchive here)"
+            )
+        mode = int(text, 8)
+    return {"dest": args["dest"], "owner": args.get("owner"), "group": args.get("group"), "mode": mode}
 
 
 def _data(args: Mapping[str, Any], answer: Mapping[str, Any]) -> dict[str, Any]:
@@ -123,7 +146,7 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
 
 
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
-    request = {**_source(ctx, args), "dest": args["dest"], "digest": change.payload["digest"]}
+    request = {**_source(ctx, args), **_attributes(args), "digest": change.payload["digest"]}
     try:
         done = ctx.conn.run_probe("archive_extract", request)
     except ProbeError as exc:

@@ -9,8 +9,10 @@ directory outside it that must stay untouched.
 
 from __future__ import annotations
 
+import grp
 import io
 import os
+import pwd
 import stat
 import tarfile
 import zipfile
@@ -157,6 +159,24 @@ def test_a_dest_that_is_a_link_is_the_directory_it_leads_to(tmp_path: Path) -> N
     _, result, again = converge({"src": str(archive), "dest": str(tmp_path / "current"), "remote_src": True})
     assert result is not None and (tmp_path / "releases/r1/tools/README").read_text() == "read me\n"
     assert (tmp_path / "current").is_symlink() and isinstance(again, Unchanged)
+
+
+def test_owner_group_and_mode_go_to_every_member_and_an_unknown_owner_writes_nothing(tmp_path: Path) -> None:
+    """Real accounts of this host: nobody/nogroup (root runs the test, so chown is real)."""
+    archive = make_tar(tmp_path / "tools.tar.gz", tool_members()[:4])
+    dest = tmp_path / "opt"
+    dest.mkdir()
+    with pytest.raises(TaskFailed, match="no user named 'no-such-user-7f'"):
+        converge({"src": str(archive), "dest": str(dest), "remote_src": True, "owner": "no-such-user-7f"})
+    assert list(dest.iterdir()) == []
+    args = {"src": str(archive), "dest": str(dest), "remote_src": True, "owner": "nobody", "group": "nogroup"}
+    change, _, again = converge({**args, "mode": "0750"})
+    assert isinstance(change, Change)
+    nobody, nogroup = pwd.getpwnam("nobody").pw_uid, grp.getgrnam("nogroup").gr_gid
+    for rel in ("tools", "tools/bin/serve", "tools/README"):  # members; tools/bin is only implied, as in Ansible
+        st = (dest / rel).stat()
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (nobody, nogroup, 0o750), rel
+    assert os.lstat(dest / "tools/serve").st_uid == nobody and isinstance(again, Unchanged)
 
 
 def test_dest_must_be_an_existing_directory_and_creates_skips(tmp_path: Path) -> None:

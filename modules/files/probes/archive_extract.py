@@ -30,15 +30,19 @@ def _parents(dest: str, name: str) -> None:
         call("fileio", {"op": "mkdir", "path": _under(dest, directory)})
 
 
-def _apply(dest: str, change: dict[str, Any], contents: dict[str, bytes]) -> None:
-    path, action, mode = _under(dest, change["name"]), change["action"], change["mode"]
+def _attrs(path: str, owners: dict[str, Any], mode: int | None) -> None:
+    uid, gid = owners.get("uid"), owners.get("gid")
+    if uid is None and gid is None and mode is None:
+        return
+    call("fileio", {"op": "attrs", "path": path, "uid": -1 if uid is None else uid,
+                    "gid": -1 if gid is None else gid, "mode": mode})  # fmt: skip
+
+
+def _apply(dest: str, change: dict[str, Any], contents: dict[str, bytes], owners: dict[str, Any]) -> None:
+    path, action, kind, mode = _under(dest, change["name"]), change["action"], change["kind"], change["mode"]
     _parents(dest, change["name"])
     if action == "mkdir":
         call("fileio", {"op": "mkdir", "path": path})
-    elif action == "attrs" and change["kind"] == "dir":
-        pass  # directory modes are set last: a read-only one still takes its files
-    elif action == "attrs":
-        call("fileio", {"op": "attrs", "path": path, "mode": mode})
     elif action == "write":
         data = base64.b64encode(contents[change["name"]]).decode()
         call("fileio", {"op": "write", "path": path, "data": data, "mode": mode})
@@ -47,8 +51,10 @@ def _apply(dest: str, change: dict[str, Any], contents: dict[str, bytes]) -> Non
     elif action == "hardlink":
         target = "/".join(part for part in change["link"].split("/") if part not in ("", "."))
         call("fileio", {"op": "hardlink", "path": path, "src": _under(dest, target)})
-    else:
+    elif action != "attrs":
         raise ValueError(f"archive_extract: unknown action {action!r}")
+    if kind in ("file", "symlink"):  # a link has no mode of its own; directories are done last
+        _attrs(path, owners, mode if kind == "file" else None)
 
 
 def main(args: dict[str, Any]) -> dict[str, Any]:
@@ -59,8 +65,8 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("the archive changed since it was planned (its sha256 differs); nothing was extracted")
     dest = answer["dest"]  # a link at dest: the directory it leads to, judged
     for change in answer["changes"]:
-        _apply(dest, change, answer["contents"])
-    for change in reversed(answer["changes"]):
+        _apply(dest, change, answer["contents"], answer["owners"])
+    for change in reversed(answer["changes"]):  # last: a read-only directory still took its files
         if change["kind"] == "dir":
-            call("fileio", {"op": "attrs", "path": _under(dest, change["name"]), "mode": change["mode"]})
+            _attrs(_under(dest, change["name"]), answer["owners"], change["mode"])
     return {"extracted": [change["raw"] for change in answer["changes"]], "handler": answer["handler"]}

@@ -153,11 +153,19 @@ def _wanted_dirs(members: list[dict[str, Any]]) -> list[str]:
     return list(found)
 
 
-def _change(member: dict[str, Any], facts: dict[str, Any], digest: str | None, link_digest: str | None) -> str | None:
+def _owner_differs(facts: dict[str, Any], owners: dict[str, Any]) -> bool:
+    uid, gid = owners.get("uid"), owners.get("gid")
+    return (uid is not None and facts.get("uid") != uid) or (gid is not None and facts.get("gid") != gid)
+
+
+def _change(
+    member: dict[str, Any], facts: dict[str, Any], digests: tuple[str | None, str | None], owners: dict[str, Any]
+) -> str | None:
     """The action one member needs (None: dest already holds it); a Refusal when a
-    directory stands where a non-directory member goes, or the reverse."""
+    directory stands where a non-directory member goes, or the reverse. ``owners``: the
+    uid, gid and mode the task asks for every member (None: the archive's mode, no owner)."""
     kind, exists, found = member["kind"], facts.get("exists"), facts.get("type")
-    mode = member["mode"] & KEPT_BITS
+    mode = member_mode(member, owners)
     if kind == "dir":
         if exists and found != "directory":
             raise Refusal(
@@ -165,19 +173,37 @@ def _change(member: dict[str, Any], facts: dict[str, Any], digest: str | None, l
             )
         if not exists:
             return "mkdir"
-        return "attrs" if int(facts["mode"], 8) != mode else None
+        return "attrs" if int(facts["mode"], 8) != mode or _owner_differs(facts, owners) else None
     if found == "directory":
         raise Refusal(f"refusing the archive: {facts['path']} is a directory, and the archive holds a {kind} there")
     if kind == "symlink":
-        return None if found == "link" and facts.get("link_target") == member["link"] else "symlink"
-    expected = link_digest if kind == "hardlink" else digest
+        if found != "link" or facts.get("link_target") != member["link"]:
+            return "symlink"
+        return "attrs" if _owner_differs(facts, owners) else None
+    expected = digests[1] if kind == "hardlink" else digests[0]
     if found != "file" or facts.get("checksum") != expected:
         return "write" if kind == "file" else "hardlink"
-    return "attrs" if kind == "file" and int(facts["mode"], 8) != mode else None
+    if kind == "file" and (int(facts["mode"], 8) != mode or _owner_differs(facts, owners)):
+        return "attrs"
+    return None
+
+
+def member_mode(member: dict[str, Any], owners: dict[str, Any]) -> int:
+    """The task's mode for every member, or the archive's (setuid and setgid dropped)."""
+    return int(owners["mode"]) if owners.get("mode") is not None else int(member["mode"]) & KEPT_BITS
 
 
 def _under(dest: str, name: str) -> str:
     return f"{dest.rstrip('/')}/{name}" if name else dest
+
+
+def _owners(args: dict[str, Any]) -> dict[str, Any]:
+    """The uid and gid ``owner`` and ``group`` name on the host, and ``mode``; a name the
+    host does not know refuses the archive before anything is written."""
+    answer = call("file_facts", {"paths": [], "owner": args.get("owner"), "group": args.get("group")})
+    if answer["unresolved"]:
+        raise Refusal("; ".join(answer["unresolved"]) + "; nothing was extracted")
+    return {"uid": answer["uid"], "gid": answer["gid"], "mode": args.get("mode")}
 
 
 def _real_dest(dest: str) -> str:
@@ -189,7 +215,9 @@ def _real_dest(dest: str) -> str:
     return str(facts["path"]) if facts.get("via_link") and facts.get("type") == "directory" else dest
 
 
-def plan_members(dest: str, members: list[dict[str, Any]], contents: dict[str, bytes]) -> list[dict[str, Any]]:
+def plan_members(
+    dest: str, members: list[dict[str, Any]], contents: dict[str, bytes], owners: dict[str, Any]
+) -> list[dict[str, Any]]:
     """What extracting ``members`` into ``dest`` changes, judged against the host."""
     dirs = _wanted_dirs(members)
     paths = [dest] + [_under(dest, d) for d in dirs] + [_under(dest, _normal(m["raw"])) for m in members]
@@ -210,10 +238,11 @@ def plan_members(dest: str, members: list[dict[str, Any]], contents: dict[str, b
         name = _normal(member["raw"])
         if not name:
             continue
-        action = _change(member, facts[_under(dest, name)], digests.get(name), digests.get(_normal(member["link"])))
+        pair = (digests.get(name), digests.get(_normal(member["link"])))
+        action = _change(member, facts[_under(dest, name)], pair, owners)
         if action:
             changes.append({"name": name, "raw": member["raw"], "action": action, "kind": member["kind"],
-                            "mode": member["mode"] & KEPT_BITS, "link": member["link"]})  # fmt: skip
+                            "mode": member_mode(member, owners), "link": member["link"]})  # fmt: skip
     return changes
 
 
@@ -230,7 +259,8 @@ def survey(args: dict[str, Any]) -> tuple[dict[str, Any], bytes, dict[str, bytes
     }
     if answer["refusal"] is None:
         answer["dest"] = _real_dest(args["dest"])
-        answer["changes"] = plan_members(answer["dest"], members, contents)
+        answer["owners"] = _owners(args)
+        answer["changes"] = plan_members(answer["dest"], members, contents, answer["owners"])
     return answer, data, contents
 
 
