@@ -14,11 +14,12 @@ existing clone alone; `clone: false` does not clone a missing one. `repo` and `v
 are operands, never options: a value starting with `-` is refused before git runs, and
 git's `ext::` transport (a command as a URL) is refused (`protocol.ext.allow=never`).
 `dest` is judged by the file primitive's walk (a link another user made on the way is
-refused) before git runs. A short commit id is refused (give the full one); `depth`
+refused) before git runs. Submodules are not cloned: with
+`recursive` (Ansible's default, which clones them) a checkout that has a `.gitmodules`
+warns. A short commit id is refused (give the full one); `depth`
 with a commit `version` is refused (a shallow clone may lack it). Returns `before`,
 `after`, `remote_url_changed`. Arguments rigger does not act on (`bare`, `refspec`,
-`key_file`, `accept_hostkey`, `recursive`, `single_branch`, `archive`, ...) are refused by
-name.
+`key_file`, `accept_hostkey`, `single_branch`, `archive`, ...) are refused by name.
 """
 
 from __future__ import annotations
@@ -73,6 +74,11 @@ SCHEMA = {
             "description": "Fetch and check out version in an existing clone.",
         },
         "remote": {"type": "string", "default": "origin", "description": "The name of the remote."},
+        "recursive": {
+            "type": "boolean",
+            "default": True,
+            "description": "Ansible's default clones submodules; rigger does not, and warns when the checkout has any.",
+        },
     },
 }
 
@@ -211,4 +217,12 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     data = {"before": before, "after": after, "remote_url_changed": bool(change.payload.get("set_url"))}
     if after != change.payload["after"]:
         raise TaskFailed(f"{dest} is at {after} after the checkout, not at {change.payload['after']}", data)
-    return Result(True, change.summary, diffs=change.diffs, data=data)
+    return Result(True, change.summary, diffs=change.diffs, data=data, warnings=_submodule_warning(ctx, args, dest))
+
+
+def _submodule_warning(ctx: TaskContext, args: Mapping[str, Any], dest: str) -> tuple[str, ...]:
+    modules = f"{dest.rstrip('/')}/.gitmodules"
+    if not args["recursive"] or not ctx.conn.run_probe("path_info", {"paths": [modules]})["paths"][modules]["exists"]:
+        return ()
+    return (f"{dest} has submodules (.gitmodules), which rigger does not clone (Ansible's recursive does); "
+            "set recursive: false to say so, or clone them with a command task",)  # fmt: skip

@@ -46,6 +46,11 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     git(work, "commit", "-q", "-am", "v3")
     third = git(work, "rev-parse", "HEAD")
     git(work, "checkout", "-q", "main")
+    git(work, "checkout", "-q", "-b", "with-submodule")
+    (work / ".gitmodules").write_text('[submodule "kernels"]\n\tpath = kernels\n\turl = ../kernels.git\n')
+    git(work, "add", ".gitmodules")
+    git(work, "commit", "-q", "-m", "submodule")
+    git(work, "checkout", "-q", "main")
     bare = tmp_path_factory.mktemp("remote") / "inference.git"
     git(work, "clone", "-q", "--bare", str(work), str(bare))
     return {"url": str(bare), "v1": first, "v2": second, "v3": third}
@@ -82,6 +87,16 @@ def test_a_pinned_commit_moves_an_existing_clone_and_a_branch_is_checked_out_as_
     _, result, again = converge({"repo": repo["url"], "dest": str(dest), "version": "next"})
     assert result is not None and result.data["after"] == repo["v3"] and isinstance(again, Unchanged)
     assert git(dest, "rev-parse", "--abbrev-ref", "HEAD") == "next"
+
+
+def test_submodules_are_not_cloned_and_say_so(repo: dict[str, str], tmp_path: Path) -> None:
+    _, result, _ = converge({"repo": repo["url"], "dest": str(tmp_path / "a"), "version": "with-submodule"})
+    assert result is not None and "has submodules (.gitmodules), which rigger does not clone" in result.warnings[0]
+    args = {"repo": repo["url"], "dest": str(tmp_path / "b"), "version": "with-submodule", "recursive": False}
+    _, result, _ = converge(args)
+    assert result is not None and result.warnings == ()
+    _, result, _ = converge({"repo": repo["url"], "dest": str(tmp_path / "c")})
+    assert result is not None and result.warnings == ()
 
 
 def test_check_mode_clones_nothing(repo: dict[str, str], tmp_path: Path) -> None:
