@@ -171,6 +171,8 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         raise TaskFailed(
             f"{repo}: ppa repositories are not supported by rigger (they need Launchpad); write the deb line"
         )
+    if any(char in repo for char in "\r\n\0"):
+        raise TaskFailed(f"Invalid repository string: {repo!r} spans lines (one source line is one repository)")
     line = parse(repo)
     if not line.valid or not line.enabled:
         raise TaskFailed(f"Invalid repository string: {repo}")
