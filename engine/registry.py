@@ -124,6 +124,8 @@ def module_names() -> tuple[str, ...]:
 ANSIBLE_BUILTINS = frozenset(
     {
         "apt",
+        "apt_key",
+        "apt_repository",
         "assert",
         "blockinfile",
         "command",
@@ -134,6 +136,7 @@ ANSIBLE_BUILTINS = frozenset(
         "file",
         "find",
         "get_url",
+        "git",
         "group",
         "group_by",
         "hostname",
@@ -143,11 +146,13 @@ ANSIBLE_BUILTINS = frozenset(
         "pip",
         "ping",
         "raw",
+        "script",
         "set_fact",
         "setup",
         "shell",
         "stat",
         "template",
+        "unarchive",
         "uri",
         "user",
         "wait_for",
@@ -165,6 +170,7 @@ ANSIBLE_COLLECTIONS = ("ansible.builtin.", "ansible.legacy.")
 # playbook may write either; every other name of a collection stays refused by name.
 COLLECTION_MODULES = {
     "ansible.posix.authorized_key": "authorized_key",
+    "ansible.posix.mount": "mount",
     "ansible.posix.sysctl": "sysctl",
     "community.general.modprobe": "modprobe",
 }

@@ -9,6 +9,7 @@ MODULES = (
     "group_by",
     "include_vars",
     "raw",
+    "script",
     "set_fact",
     "setup",
     "shell",

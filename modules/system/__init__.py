@@ -2,14 +2,18 @@
 
 MODULES = (
     "apt",
+    "apt_key",
+    "apt_repository",
     "authorized_key",
     "dnf",
     "find",
     "get_url",
+    "git",
     "ensure_vllm",
     "group",
     "hostname",
     "modprobe",
+    "mount",
     "package",
     "pip",
     "ping",

@@ -217,13 +217,18 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     return Change(" and ".join(parts), tuple(diffs), payload, _fingerprint(versions), effects)
 
 
+def update_cache(ctx: TaskContext) -> None:
+    """apt-get update, then the stamp cache_valid_time reads (apt_repository's update_cache too)."""
+    ctx.progress("apt-get update")
+    ctx.conn.run(["apt-get", *LOCK_WAIT, "update", "-q"], env=APT_ENV)
+    ctx.conn.run(["mkdir", "-p", STAMP.rsplit("/", 1)[0]])
+    ctx.conn.run(["touch", STAMP])
+
+
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     payload = change.payload
     if payload["update"]:
-        ctx.progress("apt-get update")
-        ctx.conn.run(["apt-get", *LOCK_WAIT, "update", "-q"], env=APT_ENV)
-        ctx.conn.run(["mkdir", "-p", STAMP.rsplit("/", 1)[0]])
-        ctx.conn.run(["touch", STAMP])
+        update_cache(ctx)
     stdout = ""
     if payload["specs"]:
         ctx.progress(f"apt-get {payload['action']} {' '.join(payload['specs'])}")

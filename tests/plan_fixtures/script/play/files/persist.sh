@@ -1,0 +1,2 @@
+#!/bin/sh
+nvidia-smi -pm 1
