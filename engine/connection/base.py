@@ -8,7 +8,6 @@ was not declared read-only. That is what makes check mode honest.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -225,9 +224,10 @@ class ScopedConnection:
         mutates = probes.probe_mutates(name)
         if mutates:
             self._refuse(f"probe {name} (under {python})")
+        tail, stdin = probes.invocation(name, args)
         result = self.run(
-            [python, "-c", probes.program(name)],
-            stdin=json.dumps(dict(args or {})).encode(),
+            [python, *tail],
+            stdin=stdin,
             check=False,
             read_only=not mutates,
             timeout_s=timeout_s,

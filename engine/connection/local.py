@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import os
 import pwd
 import shutil
@@ -145,12 +144,8 @@ class LocalConnection:
     def run_probe(self, name: str, args: Mapping[str, Any] | None = None, *, sudo: Become = False) -> dict[str, Any]:
         if not _needs_sudo(sudo):
             return probes.run_in_process(name, dict(args or {}))
-        result = self.run(
-            [*self._python_argv, "-c", probes.program(name)],
-            sudo=sudo,
-            stdin=json.dumps(dict(args or {})).encode(),
-            check=False,
-        )
+        tail, stdin = probes.invocation(name, args)
+        result = self.run([*self._python_argv, *tail], sudo=sudo, stdin=stdin, check=False)
         return probes.parse_output(name, result.stdout, result.stderr)
 
     def hold_run_lock(self, request: Mapping[str, Any]) -> tuple[LockHolder, dict[str, Any]]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,22 @@ def closure(name: str) -> dict[str, str]:
 def program(name: str) -> str:
     """The whole program to run with the host's python (``python3 -c PROGRAM``)."""
     return _BOOTSTRAP % {"sources": repr(closure(name)), "marker": RESULT_MARKER, "entry": name}
+
+
+# Runs a program that arrives on stdin ahead of its args: ``PYTHON -c LOADER N``, N the
+# program's length in bytes. A program in argv would meet the kernel's 128 KiB bound on one
+# argument ("Argument list too long": the facts bundle is larger), and a value never goes
+# in argv anyway.
+LOADER = (
+    "import sys;n=int(sys.argv[1]);"
+    "exec(compile(sys.stdin.buffer.read(n),'<rigger-host-process>','exec'),{'__name__':'__main__'})"
+)
+
+
+def invocation(name: str, args: Mapping[str, Any] | None = None) -> tuple[list[str], bytes]:
+    """What follows the host's python in argv, and its stdin, to run probe ``name``."""
+    code = program(name).encode()
+    return ["-c", LOADER, str(len(code))], code + json.dumps(dict(args or {})).encode()
 
 
 @cache

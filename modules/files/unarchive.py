@@ -36,7 +36,7 @@ from engine.module_api import Change, Diff, Fills, ProbeError, Result, TaskConte
 from modules.files.filework import controller_file
 
 HOST_PATHS = ("dest", "creates")
-_MODE = re.compile(r"^0?[0-7]{3,4}$")
+_MODE = re.compile(r"^0?[0-7]{3,4}\Z")
 MAX_ARCHIVE_BYTES = 1 << 30
 
 SCHEMA = {

@@ -42,7 +42,7 @@ from modules.system.apt import update_cache
 SOURCES = "/etc/apt/sources.list"
 SOURCES_D = "/etc/apt/sources.list.d"
 SOURCE_TYPES = ("deb", "deb-src")
-_MODE = re.compile(r"^0?[0-7]{3,4}$")
+_MODE = re.compile(r"^0?[0-7]{3,4}\Z")
 
 SCHEMA = {
     "type": "object",

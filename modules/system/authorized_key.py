@@ -45,7 +45,7 @@ KEY_TYPES = (
     "ssh-dss",
     "ssh-rsa",
 )
-_USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$")
+_USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?\Z")
 _OPTIONS = re.compile(r"""((?:[^,"']|"[^"]*"|'[^']*')+)""")
 _KEYS_BYTES = 1 << 20
 

@@ -22,8 +22,8 @@ from typing import Any
 from engine.module_api import TaskContext, TaskFailed, Unchanged
 
 HOST_PATHS = ("paths", "path", "name")  # a string; the items of a list are not expanded
-_AGE = re.compile(r"^(-?\d+)(s|m|h|d|w)?$")
-_SIZE = re.compile(r"^(-?\d+)(b|k|m|g|t)?$")
+_AGE = re.compile(r"^(-?\d+)(s|m|h|d|w)?\Z")
+_SIZE = re.compile(r"^(-?\d+)(b|k|m|g|t)?\Z")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _BYTES = {"b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 

@@ -31,7 +31,7 @@ HOST_PATHS = ("dest",)
 ALGORITHMS = ("md5", "sha1", "sha224", "sha256", "sha384", "sha512")
 MAX_BYTES = 8 << 30
 _CHECKSUMS_FILE_BYTES = 16 << 20
-_MODE = re.compile(r"^0?[0-7]{3,4}$")
+_MODE = re.compile(r"^0?[0-7]{3,4}\Z")
 
 SCHEMA = {
     "type": "object",

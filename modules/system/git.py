@@ -42,9 +42,9 @@ from engine.module_api import (
 )
 
 HOST_PATHS = ("dest",)
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
-_HEX = re.compile(r"^[0-9a-f]{4,39}$")
-_REMOTE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}\Z")
+_HEX = re.compile(r"^[0-9a-f]{4,39}\Z")
+_REMOTE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 GIT = ("git", "-c", "protocol.ext.allow=never")
 
 SCHEMA = {

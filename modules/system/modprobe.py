@@ -35,8 +35,8 @@ from engine.module_api import (
 
 LOAD_DIR = "/etc/modules-load.d"
 OPTIONS_DIR = "/etc/modprobe.d"
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
-_PARAM = re.compile(r"^\w+=\S+$")
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*\Z")
+_PARAM = re.compile(r"^\w+=\S+\Z")
 
 SCHEMA = {
     "type": "object",

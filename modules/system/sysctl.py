@@ -33,7 +33,7 @@ from engine.module_api import (
     operand,
 )
 
-_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$")
+_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]*\Z")
 _TRUE = ("y", "yes", "on", "1", "true", "t")
 _FALSE = ("n", "no", "off", "0", "false", "f")
 

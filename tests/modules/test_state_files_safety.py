@@ -120,9 +120,8 @@ out["quarantine"] = bounded(quarantine.load)
 out["lock"] = bounded(lambda: lockfile.acquire({"path": "/srv/state/run-{uid}.lock", "record": {}}))
 out["store"] = bounded(lambda: BaselineStore(Path("/srv/state/baselines.sqlite")).measurements())
 out["watch"] = bounded(lambda: watch_store.load(Path("/srv/state/watch")))
-from engine.plans.secrets import Scrubber
 from engine.watch.journal import Journal
-out["journal"] = bounded(lambda: Journal(Path("/srv/state/watch/events.jsonl"), Scrubber()))
+out["journal"] = bounded(lambda: Journal(Path("/srv/state/watch/events.jsonl")))
 cli = subprocess.run([sys.executable, "-m", "engine.cli", "quarantine", "list"], capture_output=True, text=True,
                      timeout=20)
 os.makedirs("/srv/shared")

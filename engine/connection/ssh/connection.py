@@ -4,7 +4,7 @@ Commands and probes go through a persistent remote python (``engine.connection.r
 trip and a fork per command, probes in-process), one per host and one more under sudo.
 Where the host has no usable python (or ``ssh_remote_python: false``), commands run on
 exec channels (~2-4 ms each on loopback with TCP_NODELAY) and probes as
-``PYTHON -c LOADER`` with the program and its args on stdin. Every file read and write
+``PYTHON -c LOADER`` (engine/probes: ``invocation``) with the program and its args on stdin. Every file read and write
 goes through the fileio probe on the host (the one guarded path walk), whatever its size
 (a big write in chunks through the remote python) or the host's settings; only a host
 where no python runs at all gets SFTP, with the same bounds or a refusal (``sftp.py``).
@@ -17,7 +17,6 @@ fed from stdin after sudo's own prompt appears. Connection failures are
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import re
 import shlex
@@ -47,10 +46,6 @@ from engine.runlock.holders import RemotePythonHolder, start_holder
 log = logging.getLogger("rigger.ssh")
 
 # reads the probe program (N bytes) from stdin; the probe then reads its JSON args after it
-LOADER = (
-    "import sys;n=int(sys.argv[1]);"
-    "exec(compile(sys.stdin.buffer.read(n),'<rigger-host-process>','exec'),{'__name__':'__main__'})"
-)
 TIMEOUT_GRACE_S = 1.0
 WRITE_CHUNK_BYTES = 4 * 2**20  # one request's worth: a bigger write goes in chunks
 READ_PART_BYTES = 4 * 2**20  # base64 of it fits a command's 8 MiB output cap (no remote python)
@@ -342,9 +337,8 @@ class SSHConnection:
             remote = self._remotes.get(sudo)
             if remote is not None:
                 return self._remotes.probe(remote, sudo, name, args or {})
-        program = probes.program(name).encode()
-        argv = [*shlex.split(self.options.python), "-c", LOADER, str(len(program))]
-        stdin = program + json.dumps(dict(args or {})).encode()
+        tail, stdin = probes.invocation(name, args)
+        argv = [*shlex.split(self.options.python), *tail]
         result = self.run(argv, sudo=sudo, stdin=stdin, check=False, read_only=True)
         if result.rc == 127 and not result.stdout:
             raise NoPythonOnHost(

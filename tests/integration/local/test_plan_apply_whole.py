@@ -77,6 +77,9 @@ def test_the_kimi_plan_applies_every_reviewed_step_with_no_drift(tmp_path: Path)
             "install_vllm": False,
             "serve_port": port,
             "kimi_vllm_launcher": str(LAUNCHER),
+            # the GPU stand-in has no NCCL to smoke-test (tests/modules/test_collective_smoke.py
+            # tests that step, with a stand-in torch and with the vLLM CPU venv's gloo)
+            "kimi_collective_smoke": "never",
         }
     )
     plan_file = tmp_path / "kimi.json"
