@@ -44,15 +44,20 @@ echo "== lint"
 bash scripts/lint.sh  # with PYTHON (exported above): the venv's ruff, mypy, vulture
 
 # Everything: the fast tier on both cores (it holds in parallel, issue 24), then the slow
-# tier on both cores too, in parts that share no resource (tests/conftest.py's
-# SLOW_PARTS: the real vLLM servers one after another on one worker, the SSH, hub, package
-# and differential files beside them). Both tiers run even when the first fails;
-# --durations: CI has 90 minutes, its log names the slowest; tests/time_budget.py fails a
-# test that takes longer than its budget without being listed there.
+# tier as two parts side by side that share no resource (tests/conftest.py VLLM_PART): the
+# real vLLM servers one after another, and the SSH, hub, package and differential files.
+# Every part runs even when another fails; --durations: CI has 90 minutes, its log names
+# the slowest; tests/time_budget.py fails a test over its budget that is not listed there.
 export RIGGER_TIME_BUDGET=enforce
 echo "== pytest: fast tier (-n 2)"
 fast=0; "${PYTEST[@]}" -m "not slow" -n 2 || fast=$?
-echo "== pytest: slow tier (-n 2, one part per worker at a time)"
-slow=0; "${PYTEST[@]}" -m slow -n 2 --dist loadgroup || slow=$?
-echo "== pytest: fast tier exit $fast, slow tier exit $slow"
-[ "$fast" -eq 0 ] && [ "$slow" -eq 0 ]
+echo "== pytest: slow tier, two parts side by side (the services part's log follows the vLLM part's)"
+services_log="$(mktemp)"
+"${PYTEST[@]}" -m "slow and not vllm_part" > "$services_log" 2>&1 &
+services_pid=$!
+vllm=0; "${PYTEST[@]}" -m "slow and vllm_part" || vllm=$?
+services=0; wait "$services_pid" || services=$?
+echo "== pytest: slow tier, services part"
+cat "$services_log"; rm -f "$services_log"
+echo "== pytest: fast tier exit $fast, slow vLLM part exit $vllm, slow services part exit $services"
+[ "$fast" -eq 0 ] && [ "$vllm" -eq 0 ] && [ "$services" -eq 0 ]

@@ -129,34 +129,24 @@ def digest():
 SLOW_PLACES = ("integration/ssh/", "integration/vllm/", "integration/hub/", "integration/test_incident.py")
 
 
-# The slow tier runs on two xdist workers (scripts/test.sh: -n 2 --dist loadgroup), in
-# parts that share no resource: each file is a part of its own (its module-scoped sshd
-# lab, mirror or server stays on one worker), except the files below, which share one.
-SLOW_PARTS = {
-    # Real vLLM servers, one at a time: on a 2-core machine two at once would make each
-    # other's start-up and load-test figures meaningless (the rollouts' performance gate
-    # compares a release's measurements with the baseline's).
-    "vllm": ("integration/vllm/", "integration/test_incident.py", "integration/ssh/test_ssh_ray_cluster.py"),
-    # apt and dpkg: one lock per machine.
-    "apt": ("integration/packages/", "integration/ssh/test_ssh_provision.py"),
-}
+# The slow tier runs as two pytest processes side by side (scripts/test.sh), parts that
+# share no resource: `-m "slow and vllm_part"`, the files that start real vLLM servers, one
+# after another (on a 2-core machine two servers at once would make each other's start-up
+# and load-test figures meaningless: the rollouts' performance gate compares a release with
+# the baseline), and `-m "slow and not vllm_part"`: sshd labs, the hub mirror, apt and pip,
+# ansible-core, each file on its own ports and users. (Not xdist's loadgroup: with pytest
+# 9 its xdist_group marks no longer group anything.)
+VLLM_PART = ("integration/vllm/", "integration/test_incident.py", "integration/ssh/test_ssh_ray_cluster.py")
 
 
-def slow_part(where: str) -> str:
-    for part, places in SLOW_PARTS.items():
-        if where.startswith(places):
-            return part
-    return where
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the xdist_group marks
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         where = item.path.relative_to(REPO / "tests").as_posix()
         if where.startswith(SLOW_PLACES):
             item.add_marker(pytest.mark.slow)
-        if item.get_closest_marker("slow") is not None:
-            item.add_marker(pytest.mark.xdist_group(slow_part(where)))
+        if where.startswith(VLLM_PART):
+            item.add_marker(pytest.mark.vllm_part)
     # Once a test has loaded the fake NVML into this process, CLI runs need a process of
     # their own (cli_in_process.py): those tests go last, after the in-process runs.
     items.sort(key=lambda item: item.get_closest_marker("nvml_in_process") is not None)
