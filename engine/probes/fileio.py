@@ -319,7 +319,8 @@ def follow_final(path: str) -> str:
 # -- reading -----------------------------------------------------------------------------
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """What a file that is not a regular file is, for a refusal (the SFTP transport says it too)."""
     for test, name in (
         (stat.S_ISFIFO, "a FIFO"),
         (stat.S_ISCHR, "a character device"),
@@ -372,7 +373,7 @@ def _open_read(path: str, max_bytes: int) -> BinaryIO | None:
         if st is None:
             return None
         if not stat.S_ISREG(st.st_mode):
-            raise Refused(f"refusing to read {path}: it is {_kind(st.st_mode)}, not a regular file")
+            raise Refused(f"refusing to read {path}: it is {kind_of(st.st_mode)}, not a regular file")
         hardlink_refusal(f"to read {path}", st, os.fstat(fd))
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
         file_fd = os.open(name, flags, dir_fd=fd)
@@ -382,7 +383,7 @@ def _open_read(path: str, max_bytes: int) -> BinaryIO | None:
     opened = os.fstat(file_fd)
     if not stat.S_ISREG(opened.st_mode):  # replaced between the stat and the open
         handle.close()
-        raise Refused(f"refusing to read {path}: it is {_kind(opened.st_mode)}, not a regular file")
+        raise Refused(f"refusing to read {path}: it is {kind_of(opened.st_mode)}, not a regular file")
     if opened.st_size > max_bytes:
         handle.close()
         raise Refused(f"refusing to read {path}: it is {opened.st_size} bytes, over the limit of {max_bytes}")
@@ -543,13 +544,13 @@ def open_state_file(dir_fd: int, name: str, flags: int, where: str) -> int:
         if exc.errno == errno.ELOOP:
             raise Refused(f"refusing the state file {where}: it is a symlink; rigger never follows one there") from None
         if exc.errno == errno.ENXIO:  # a FIFO without a reader, a device without its driver
-            kind = _kind(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+            kind = kind_of(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
             raise Refused(f"refusing the state file {where}: it is {kind}, not a regular file") from None
         raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise Refused(f"refusing the state file {where}: it is {_kind(st.st_mode)}, not a regular file")
+            raise Refused(f"refusing the state file {where}: it is {kind_of(st.st_mode)}, not a regular file")
         if st.st_uid != os.geteuid():
             raise Refused(f"refusing the state file {where}: it belongs to uid {st.st_uid}, not to uid {os.geteuid()}")
         if st.st_nlink != 1:  # rigger never links its state files: a link is somebody's trap
@@ -967,7 +968,7 @@ def _check_writable_file(file_fd: int, dir_fd: int, what: str) -> None:
     device is refused: the open was non-blocking), not another owner's hard link."""
     st = os.fstat(file_fd)
     if not stat.S_ISREG(st.st_mode):
-        raise Refused(f"refusing {what}: it is {_kind(st.st_mode)}, not a regular file")
+        raise Refused(f"refusing {what}: it is {kind_of(st.st_mode)}, not a regular file")
     hardlink_refusal(what, st, os.fstat(dir_fd))
     os.set_blocking(file_fd, True)
 

@@ -35,7 +35,7 @@ import paramiko
 from paramiko.sftp import CMD_EXTENDED
 
 from engine.errors import TaskFailed
-from engine.probes.fileio import MAX_READ_BYTES, is_temp_of, temp_name
+from engine.probes.fileio import MAX_READ_BYTES, is_temp_of, kind_of, temp_name
 
 SFTP_TIMEOUT_S = 30.0
 NO_PYTHON = "this host has no python for the guarded walk: install python3 (or set ansible_python_interpreter)"
@@ -58,20 +58,6 @@ def bounded(sftp: paramiko.SFTPClient, timeout_s: float = SFTP_TIMEOUT_S) -> par
 def login_uid(sftp: paramiko.SFTPClient) -> int:
     """The login user's uid: the owner of the directory the server starts in (its home)."""
     return int(sftp.stat(sftp.normalize(".")).st_uid or 0)
-
-
-def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISLNK, "a symlink"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 def _trusted(attrs: paramiko.SFTPAttributes, uid: int) -> bool:
@@ -160,14 +146,14 @@ def _read(sftp: paramiko.SFTPClient, path: str, max_bytes: int) -> bytes | None:
             raise _Refused(f"it is a symlink owned by uid {attrs.st_uid}")
         attrs = sftp.stat(path)
     if not stat.S_ISREG(attrs.st_mode or 0):  # before any open: a FIFO would block it
-        raise _Refused(f"it is {_kind(attrs.st_mode or 0)}, not a regular file")
+        raise _Refused(f"it is {kind_of(attrs.st_mode or 0)}, not a regular file")
     if (attrs.st_size or 0) > max_bytes:
         raise _Refused(f"it is {attrs.st_size} bytes, over the limit of {max_bytes}")
     _check_hard_link(sftp, directory, dir_attrs, name, attrs)
     with sftp.open(path, "rb") as handle:
         opened = handle.stat()
         if not stat.S_ISREG(opened.st_mode or 0):
-            raise _Refused(f"it is {_kind(opened.st_mode or 0)}, not a regular file")
+            raise _Refused(f"it is {kind_of(opened.st_mode or 0)}, not a regular file")
         handle.prefetch(min(opened.st_size or 0, max_bytes + 1))
         data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:
