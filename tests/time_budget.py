@@ -76,6 +76,9 @@ ALLOWED: dict[str, Allowance] = {
     "tests/integration/ssh/test_ssh_provision.py": Allowance(
         200, "provisions a loopback host over the real sshd: apt, users, a venv"
     ),
+    "tests/integration/ssh": Allowance(
+        60, "a real sshd lab per module (keys, users, sshd start) and SSH timeouts, beside the vLLM part"
+    ),
     # The fast tier: real processes that take their time on two cores.
     "tests/integration/local/test_plan_review.py": Allowance(40, "a real headless chromium renders the html review"),
     "tests/integration/local/test_plans.py": Allowance(
