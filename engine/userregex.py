@@ -26,11 +26,12 @@ MATCH_CHARS = 16_384  # of a process name or command line; vLLM's fit many times
 MATCH_TIMEOUT_S = 0.25  # per search; a pattern over it fails the task, nothing is signalled
 
 
-def compile_bounded(pattern: str) -> Any:
-    """The pattern compiled by ``regex`` (VERSION0: ``re``'s syntax); ValueError if it is none."""
+def compile_bounded(pattern: str, multiline: bool = False) -> Any:
+    """The pattern compiled by ``regex`` (VERSION0: ``re``'s syntax); ValueError if it is none.
+    ``multiline``: ``^``/``$`` at every line (Ansible's wait_for compiles with re.MULTILINE)."""
     engine = importlib.import_module("regex")
     try:
-        return engine.compile(pattern, flags=engine.VERSION0)
+        return engine.compile(pattern, flags=engine.VERSION0 | (engine.MULTILINE if multiline else 0))
     except engine.error as exc:
         raise ValueError(str(exc)) from None
 
@@ -70,9 +71,9 @@ class TextRegex:
     bounded by the ``regex`` package's timeout. Over the budget the task fails naming the
     pattern: nothing is written."""
 
-    def __init__(self, pattern: str, arg: str, budget_s: float | None = None) -> None:
+    def __init__(self, pattern: str, arg: str, budget_s: float | None = None, multiline: bool = False) -> None:
         try:
-            self._compiled = compile_bounded(pattern)
+            self._compiled = compile_bounded(pattern, multiline)
         except ValueError as exc:
             raise TaskFailed(f"{arg} {pattern!r} is not a valid regular expression: {exc}") from None
         self.pattern, self.arg = pattern, arg

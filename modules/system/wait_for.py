@@ -77,7 +77,8 @@ def _check(ctx: TaskContext, args: Mapping[str, Any]) -> dict[str, Any]:
     text = answer.get("text")
     if not args.get("search_regex") or text is None:
         return answer
-    regex = TextRegex(args["search_regex"], "search_regex")  # a fresh time budget for each look
+    # a fresh time budget for each look; multi-line, as Ansible's wait_for compiles it
+    regex = TextRegex(args["search_regex"], "search_regex", multiline=True)
     # searched here, with a time bound: the probe only read (wait_check's docstring says why)
     match = regex.search(text)
     wanted = args["state"] in ("started", "present")

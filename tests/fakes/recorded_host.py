@@ -66,9 +66,9 @@ class RecordedHost:
         line = " ".join(argv)
         self.calls.append(("run", line))
         recorded = self.commands.get(line)
-        if recorded is None and argv and argv[1:2] == ["-c"] and len(argv) == 3:
+        if recorded is None:
             # a probe under another interpreter (run_probe_under): answered from the probe table
-            name = _probe_name(argv[2])
+            name = _probe_run(argv, stdin)
             if name is not None and name in self.probes:
                 answer = self._next(name, self.probes[name])
                 ok = not (isinstance(answer, Mapping) and set(answer) == {"error"})
@@ -96,6 +96,14 @@ class RecordedHost:
 
     def close(self) -> None:
         return None
+
+
+def _probe_run(argv: Sequence[str], stdin: bytes | None) -> str | None:
+    """The probe a command runs (``PYTHON -c LOADER N``, the program first on stdin:
+    ``probes.invocation``), or None."""
+    if len(argv) != 4 or list(argv[1:3]) != ["-c", probes.LOADER] or stdin is None:
+        return None
+    return _probe_name(stdin[: int(argv[3])].decode())
 
 
 def _probe_name(program: str) -> str | None:
@@ -151,9 +159,9 @@ class Recorder:
         return answer
 
     def run(self, argv: Sequence[str], **kwargs: Any) -> CommandResult:
-        if argv[1:2] == ["-c"] and len(argv) == 3 and _probe_name(argv[2]):
+        name = _probe_run(argv, kwargs.get("stdin"))
+        if name is not None:
             result: CommandResult = self.inner.run(argv, **kwargs)
-            name = _probe_name(argv[2]) or ""
             try:
                 self.probes.setdefault(name, []).append(probes.parse_output(name, result.stdout, result.stderr))
             except probes.ProbeError as exc:
