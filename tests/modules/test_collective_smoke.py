@@ -69,7 +69,8 @@ FAILURES = [
 
 @pytest.mark.parametrize(("case", "env", "error"), FAILURES, ids=[f[0] for f in FAILURES])
 def test_a_rank_that_fails_is_a_failure_with_its_error_not_a_hang(case: str, env: dict[str, str], error: str) -> None:
-    answer = _probe(env, timeout_s=TIMEOUT_S if "waiting" in case else 30)
+    # rank 1 must start and fail before the deadline ends rank 0: seconds, on a loaded machine
+    answer = _probe(env, timeout_s=6 if "waiting" in case else 30)
     assert answer["outcome"] == "failed", answer
     assert any(error in (r["error"] or "") for r in answer["ranks"]), answer["ranks"]
 
@@ -96,8 +97,10 @@ def test_a_pcie_only_multi_gpu_start_is_refused_with_the_p2p_remedy() -> None:
 
 def test_when_the_env_already_disables_p2p_the_refusal_says_so() -> None:
     env = {**_standin("fail"), "NCCL_P2P_DISABLE": "1"}
+    # a rank that fails ends the test at once: a long deadline costs nothing, and a loaded
+    # machine's slow rank start-up (over 1 s) would otherwise read as a hang
     with pytest.raises(TaskFailed) as failed:
-        collective.run_smoke(_ctx(links_up=0), _args(tensor_parallel_size=2), env)
+        collective.run_smoke(_ctx(links_up=0), _args(tensor_parallel_size=2, collective_smoke_timeout_s=30), env)
     assert "failed (rank 0: " in failed.value.msg
     assert "the serve env already sets NCCL_P2P_DISABLE=1, so it is not NCCL's P2P hang" in failed.value.msg
 
