@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -39,12 +40,34 @@ def test_ctrl_c_ends_running_commands_reports_and_exits_99(tmp_path):
     sleepers = [c for c in psutil.Process(proc.pid).children(recursive=True) if c.name() == "sleep"]
     assert len(sleepers) == 3  # forks: all three hosts run the task at once
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=20)
+    out, err = _stopped(proc)
     assert proc.returncode == 99, out + err
     assert not any(psutil.pid_exists(s.pid) and s.status() != psutil.STATUS_ZOMBIE for s in [sleeper, *sleepers])
     assert "PLAY RECAP" in out and "interrupted during 'long'" in out
     assert "[INTERRUPTED] SIGINT: no new task started" in out and "  h1: 'long' was running" in out
     assert not (tmp_path / "never").exists()
+
+
+def _stopped(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """The output of a run told to stop; one that did not stop within 20 s is killed with
+    what it started, so it cannot hold this session's run lock for the tests after it."""
+    try:
+        out, err = proc.communicate(timeout=20)
+    finally:
+        _end_tree(proc)
+    return out, err
+
+
+def _end_tree(proc: subprocess.Popen[str]) -> None:
+    """Kill what is left of a rigger run and everything it started (its lock holder included)."""
+    try:
+        tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for each in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            each.kill()
+    proc.wait(timeout=10)
 
 
 def _started_command(pid_file: Path, timeout_s: float = 10) -> psutil.Process:
@@ -97,7 +120,7 @@ def test_every_stop_signal_takes_the_one_interrupt_path(tmp_path, rigger, signum
     )
     sleeper = _started_command(tmp_path / "h1.pid")
     proc.send_signal(signum)
-    out, err = proc.communicate(timeout=20)
+    out, err = _stopped(proc)
     assert proc.returncode == 99, out + err
     assert _gone(sleeper), f"{sleeper} outlived the run"
     events = [json.loads(line) for line in out.splitlines()]
@@ -175,7 +198,7 @@ def test_a_signal_ignored_at_start_stays_ignored(tmp_path):
     time.sleep(0.3)
     assert proc.poll() is None and not _gone(sleeper), "SIGHUP stopped a run started with it ignored"
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=20)
+    out, err = _stopped(proc)
     assert proc.returncode == 99, out + err
     assert [json.loads(line)["signal"] for line in out.splitlines() if '"interrupted"' in line] == ["SIGTERM"]
     assert _gone(sleeper)
