@@ -41,8 +41,15 @@ MIN_LINE_LEN = 8  # one line of a multi-line secret (a PEM key's body) is masked
 TRIVIAL = frozenset({"True", "False", "None", "true", "false", "null", "none", "yes", "no"})
 
 
+# A name for where a secret is kept (ansible_ssh_private_key_file, vault_password_file,
+# token_path) holds a path, not the secret: shown, as ansible-core shows it.
+SECRET_LOCATION = re.compile(r"_(file|files|path|dir)\Z", re.I)
+
+
 def is_secret_name(name: object, declared: Iterable[str] = ()) -> bool:
-    return isinstance(name, str) and (bool(SECRET_NAME.search(name)) or name in declared)
+    if not isinstance(name, str):
+        return False
+    return name in declared or (bool(SECRET_NAME.search(name)) and not SECRET_LOCATION.search(name))
 
 
 def leaves(value: Any) -> Iterable[str]:
@@ -173,11 +180,12 @@ class Mask:
         return pattern.sub(lambda found: f"<hidden: {self._names.get(found.group(0), 'secret')}>", text)
 
     def value(self, value: Any) -> Any:
-        """Every string in a JSON-like value masked, keys included."""
+        """Every string in a JSON-like value masked (keys are names, kept: a key that happened
+        to contain a secret's text, ``admin_user`` beside ``password: admin``, vanished)."""
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, Mapping):
-            return {self.text(str(k)) if isinstance(k, str) else k: self.value(v) for k, v in value.items()}
+            return {k: self.value(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [self.value(v) for v in value]
         return value
