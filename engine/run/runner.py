@@ -281,11 +281,8 @@ class Runner:
         self.owner = runlock.owner_description(playbook.path)
         self._quarantine = _read_quarantine()
         try:
-            for play in playbook.plays:
-                if self._interrupted.is_set():
-                    break
-                if not self._play(play, playbook):
-                    break
+            with interrupt.deferred(self._interrupted):
+                self._plays(playbook)
         except KeyboardInterrupt as exc:  # SIGINT, SIGTERM and SIGHUP alike (engine/run/interrupt.py)
             self._interrupted.set()
             self.close()
@@ -296,6 +293,13 @@ class Runner:
             Recap(self.stats, time.monotonic() - started, self.options.check_mode, self.stopped_at, self._quarantined())
         )
         return self.exit_code()
+
+    def _plays(self, playbook: Playbook) -> None:
+        for play in playbook.plays:
+            if self._interrupted.is_set() or not self._play(play, playbook):
+                break
+        with interrupt.waiting():  # a signal that came between two waits for the forks stops the run here
+            pass
 
     def _report_interruption(self, signal: str) -> None:
         """The ``interrupted`` event: what was running where, and what it had already done."""
@@ -512,13 +516,19 @@ class Runner:
         return become_target(become_of(options, scope), become_user_of(options, scope, default))
 
     def _parallel(self, fn: Callable[[HostRun], Any], hosts: list[HostRun]) -> list[Any]:
-        if len(hosts) == 1 or self.options.forks <= 1 or threading.current_thread().name.startswith(FORK_THREAD):
+        """``fn`` on each host in the run's forks (one host after another with ``-f 1``). The
+        main thread only waits: a stop signal is raised there, never inside a command's
+        start or bookkeeping (engine/run/interrupt.py)."""
+        if threading.current_thread().name.startswith(FORK_THREAD):
             return [fn(h) for h in hosts]  # from inside a fork: never wait on the pool we run in
         futures: list[Future[Any]] = []
         try:
             for host in hosts:
                 futures.append(self._fork_pool().submit(fn, host))
-            return [f.result() for f in futures]
+            with interrupt.waiting():
+                while wait(futures, timeout=interrupt.WAIT_SLICE_S).not_done:
+                    pass  # a slice at a time, so a stop signal's handler runs
+                return [f.result() for f in futures]
         except KeyboardInterrupt:
             self._interrupted.set()  # the forks stop before their next command (engine/run/interrupt.py)
             for f in futures:

@@ -15,10 +15,10 @@ from pathlib import Path
 from types import FrameType
 
 from engine.connection.warm import WarmConnections
-from engine.errors import EXIT_INTERRUPTED, EXIT_OK, Interrupted, OptionsError
+from engine.errors import EXIT_INTERRUPTED, EXIT_OK, OptionsError
 from engine.model import Inventory, Playbook
 from engine.plans import commands as plan_commands
-from engine.run.interrupt import STOP_SIGNALS, signal_name
+from engine.run.interrupt import STOP_SIGNALS, on_signal, signal_name, wait_unless_stopped
 from engine.watch import metrics, status, store
 from engine.watch.cycle import Setup, run_cycle
 from engine.watch.journal import Journal
@@ -52,7 +52,7 @@ class Watcher:
             self._signal = signal.Signals(signum).name
         self._stop.set()
         if self._in_cycle and first:  # a second signal never cuts the round's clean-up short
-            raise Interrupted(signum)  # abandon the round at its current step
+            on_signal(signum, frame)  # abandon the round at its current step (its run's next wait)
 
     def run(self) -> int:
         folder = self._options.state_dir or store.state_dir()
@@ -109,7 +109,7 @@ class Watcher:
             done += 1
             if self._options.cycles is not None and done >= self._options.cycles:
                 return EXIT_OK
-            self._stop.wait(self._options.interval_s)
+            wait_unless_stopped(self._stop, self._options.interval_s)
         return EXIT_INTERRUPTED
 
     def _journal(self, book: Playbook, inventory: Inventory, folder: Path) -> Journal:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
 import time
 
 import psutil
@@ -17,3 +21,41 @@ def wait_for_child(parent: psutil.Process, name: str, timeout_s: float = 60) -> 
                 return child
         time.sleep(0.05)
     raise AssertionError(f"{name} never started under pid {parent.pid}")
+
+
+# A Python process started with this in its environment writes every thread's stack to
+# its stderr when it gets SIGABRT (faulthandler): what a run that does not stop was doing.
+STACKS_ON_ABORT = {"PYTHONFAULTHANDLER": "1"}
+
+
+def output_of_stopped(proc: subprocess.Popen[str], timeout_s: float) -> tuple[str, str]:
+    """The output of a process told to stop. One still running after ``timeout_s`` gets
+    SIGABRT (its threads' stacks land in its stderr when it was started with
+    ``STACKS_ON_ABORT``), then it and everything it started are killed, so it cannot hold
+    this session's run lock for the tests after it; the AssertionError carries the stacks."""
+    try:
+        return proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        pass
+    tree = _tree(proc.pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGABRT)
+    try:
+        out, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        out, err = "", "(no stacks: the process did not end on SIGABRT)"
+    for each in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            each.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+    raise AssertionError(
+        f"the run did not stop within {timeout_s:g} s\nstdout:\n{out[-12000:]}\nstderr:\n{err[-12000:]}"
+    )
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []

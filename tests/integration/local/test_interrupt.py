@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from child_processes import wait_for_child
+from child_processes import STACKS_ON_ABORT, output_of_stopped, wait_for_child
 from isolated_home import own_run_lock
 
 REPO = Path(__file__).resolve().parents[3]
@@ -30,7 +29,7 @@ def test_ctrl_c_ends_running_commands_reports_and_exits_99(tmp_path):
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "engine.cli", "run", str(tmp_path / "p.yml"), "-i", str(tmp_path / "fleet.yml")],
-        env={**os.environ, "PYTHONPATH": str(REPO), **own_run_lock()},
+        env={**os.environ, "PYTHONPATH": str(REPO), **own_run_lock(), **STACKS_ON_ABORT},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -49,25 +48,9 @@ def test_ctrl_c_ends_running_commands_reports_and_exits_99(tmp_path):
 
 
 def _stopped(proc: subprocess.Popen[str]) -> tuple[str, str]:
-    """The output of a run told to stop; one that did not stop within 20 s is killed with
-    what it started, so it cannot hold this session's run lock for the tests after it."""
-    try:
-        out, err = proc.communicate(timeout=20)
-    finally:
-        _end_tree(proc)
-    return out, err
-
-
-def _end_tree(proc: subprocess.Popen[str]) -> None:
-    """Kill what is left of a rigger run and everything it started (its lock holder included)."""
-    try:
-        tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return
-    for each in tree:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            each.kill()
-    proc.wait(timeout=10)
+    """The output of a run told to stop (one that did not stop within 20 s fails the test
+    with its threads' stacks, and is killed with what it started)."""
+    return output_of_stopped(proc, 20)
 
 
 def _started_command(pid_file: Path, timeout_s: float = 10) -> psutil.Process:
@@ -113,7 +96,7 @@ def test_every_stop_signal_takes_the_one_interrupt_path(tmp_path, rigger, signum
     cli = [sys.executable, "-m", "engine.cli", "run", str(tmp_path / "p.yml"), "-i", str(tmp_path / "two.yml")]
     proc = subprocess.Popen(
         [*cli, "-f", str(forks), "--output", "jsonl"],
-        env={**os.environ, "PYTHONPATH": str(REPO), **own_run_lock()},
+        env={**os.environ, "PYTHONPATH": str(REPO), **own_run_lock(), **STACKS_ON_ABORT},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -158,7 +141,7 @@ def test_a_fork_waiting_between_retries_stops_at_once(tmp_path):
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "engine.cli", "run", str(tmp_path / "p.yml"), "-i", str(tmp_path / "two.yml")],
-        env={**os.environ, "PYTHONPATH": str(REPO), **own_run_lock()},
+        env={**os.environ, "PYTHONPATH": str(REPO), **own_run_lock(), **STACKS_ON_ABORT},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -187,7 +170,7 @@ def test_a_signal_ignored_at_start_stays_ignored(tmp_path):
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "engine.cli", "run", str(tmp_path / "p.yml"), "--output", "jsonl"],
-        env={**os.environ, "PYTHONPATH": str(REPO), **own_run_lock()},
+        env={**os.environ, "PYTHONPATH": str(REPO), **own_run_lock(), **STACKS_ON_ABORT},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import sshlab
+from child_processes import STACKS_ON_ABORT, output_of_stopped
 from sshlab import Lab
 
 pytestmark = pytest.mark.slow
@@ -322,7 +323,7 @@ def test_ctrl_c_ends_remote_commands_and_exits_99(lab, tmp_path, remote_tree) ->
             - command: touch {remote_tree}/never-{{{{ inventory_hostname }}}}
         """,
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3]), **STACKS_ON_ABORT}
     proc = subprocess.Popen(
         [sys.executable, "-m", "engine.cli", "run", str(book), "-i", str(inventory(lab, tmp_path / "h.yml"))],
         stdout=subprocess.PIPE,
@@ -335,11 +336,7 @@ def test_ctrl_c_ends_remote_commands_and_exits_99(lab, tmp_path, remote_tree) ->
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()[0][-2000:]
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
-    try:
-        output, _ = proc.communicate(timeout=15)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    output, _ = output_of_stopped(proc, 15)
     assert proc.returncode == 99, output[-2000:]
     deadline = time.monotonic() + 5
     while subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0:
