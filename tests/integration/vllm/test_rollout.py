@@ -1,4 +1,4 @@
-"""The rollout end to end: three "hosts" (inventory names reached by the local connection),
+"""The rollout end to end: two "hosts" (inventory names reached by the local connection),
 each a real vLLM CPU server with the tiny model on its own port, behind a real HAProxy,
 with a bounded load generator sending completions through HAProxy during every rollout.
 Four releases: one that does not start (a bad flag; it also patches the checkpoint's
@@ -27,7 +27,9 @@ from rolloutkit import BASE_ARGS, Fleet, rollout_under_load, serving_fleet, stop
 from tests.conftest import run_rigger, tree_digest
 
 pytestmark = pytest.mark.slow
-HOSTS = ("h1", "h2", "h3")
+# Two hosts: the canary and one batch after it is every path the schedule has (a third host
+# repeated the second's turn, ~200 s of CI, and its server crowded the other starts).
+HOSTS = ("h1", "h2")
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +50,7 @@ def test_check_mode_shows_the_schedule_and_touches_nothing(fleet: Fleet, rigger:
     run = rigger("run", str(fleet.playbook("check", fleet.model, [*BASE_ARGS, "--shutdown-timeout", "5"])),
                  "-i", str(fleet.inventory()), "--check", "--diff", timeout_s=600)  # fmt: skip
     assert run.rc == 0, run.stdout[-3000:]
-    for line in ("batch 1 (canary): h1", "batch 2: h2", "batch 3: h3", "golden (3 prompts)", "--shutdown-timeout"):
+    for line in ("batch 1 (canary): h1", "batch 2: h2", "golden (3 prompts)", "--shutdown-timeout"):
         assert line in run.stdout, run.stdout[-3000:]
     assert {h: fleet.state(h)["pid"] for h in HOSTS} == {h: before[h]["pid"] for h in HOSTS}
 

@@ -34,7 +34,7 @@ def crash_args(model: Path, state_dir: Path, trigger: Path, **env: str) -> dict[
         "port": free_port(),
         "dtype": SAFE_DTYPE,
         "max_model_len": 256,
-        "gpu_memory_utilization": 0.2,
+        "gpu_memory_utilization": 0.05,
         "extra_args": ["--enforce-eager"],
         "env": {"PYTHONPATH": str(FAULT_DIR), "RIGGER_TEST_SIGILL_WHEN": str(trigger), **env},
         "ready_timeout_s": 600,

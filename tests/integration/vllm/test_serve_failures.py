@@ -39,7 +39,7 @@ def serve_args(model: Path, state_dir: Path, **extra: Any) -> dict[str, Any]:
         "port": free_port(),
         "dtype": SAFE_DTYPE,
         "max_model_len": 256,
-        "gpu_memory_utilization": 0.2,
+        "gpu_memory_utilization": 0.05,
         "ready_timeout_s": 600,
         "state_dir": str(state_dir),
         **extra,

@@ -80,7 +80,7 @@ def ray_args(model: Path, state_dir: Path, address: str, **extra: object) -> dic
     return {
         "name": "tiny-ray", "model": str(model), "served_model_name": "tiny", "launcher": str(require_vllm()),
         "backend": "ray", "ray_address": address, "dtype": SAFE_DTYPE, "max_model_len": 256,
-        "gpu_memory_utilization": 0.2, "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}, "port": free_port(),
+        "gpu_memory_utilization": 0.05, "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}, "port": free_port(),
         "ready_timeout_s": 300, "state_dir": str(state_dir), **extra,
     }  # fmt: skip
 

@@ -77,7 +77,7 @@ def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         "port": free_port(),
         "dtype": SAFE_DTYPE,
         "max_model_len": 256,
-        "gpu_memory_utilization": 0.2,
+        "gpu_memory_utilization": 0.05,
         "api_key_env": API_KEY_ENV,
         # Eager mode: no torch.compile, so restarts with a new config do not recompile.
         "extra_args": ["--enforce-eager"],

@@ -64,7 +64,7 @@ def ssh_args(model: Path, state_dir: Path, **extra: Any) -> dict[str, Any]:
         "launcher": str(require_vllm()),
         "dtype": SAFE_DTYPE,
         "max_model_len": 256,
-        "gpu_memory_utilization": 0.2,
+        "gpu_memory_utilization": 0.05,
         "extra_args": ["--enforce-eager"],
         "ready_timeout_s": 400,
         "state_dir": str(state_dir),

@@ -37,7 +37,7 @@ def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         "port": free_port(),
         "dtype": SAFE_DTYPE,
         "max_model_len": 256,
-        "gpu_memory_utilization": 0.2,
+        "gpu_memory_utilization": 0.05,
         "extra_args": ["--enforce-eager"],
         "ready_timeout_s": 400,
         "wedge_timeout_s": 20,

@@ -28,7 +28,7 @@ def _playbook(tmp: Path, model: Path, port: int, heal: str, extra_args: str = '[
         "  tasks:\n    - name: serve\n      serve_vllm:\n"
         f"        name: watched\n        model: {model}\n        served_model_name: tiny\n"
         f"        launcher: {require_vllm()}\n        port: {port}\n        dtype: {SAFE_DTYPE}\n"
-        "        max_model_len: 256\n        gpu_memory_utilization: 0.2\n"
+        "        max_model_len: 256\n        gpu_memory_utilization: 0.05\n"
         f"        extra_args: {extra_args}\n        ready_timeout_s: 600\n        state_dir: {tmp / 'vllm'}\n"
         "        state: '{{ serve_state }}'\n"
     )
