@@ -1,6 +1,7 @@
-"""The two serving playbooks through the real CLI (`python -m engine.cli run`, a subprocess).
+"""The Kimi serving playbooks through the real CLI (`python -m engine.cli run`, a subprocess).
+(demo_cpu.yml's whole life with real vLLM, check to plan and apply, is
+tests/integration/vllm/test_readme_demo.py: one file, one server start each way.)
 
-demo_cpu.yml — Real: everything (rigger, vLLM CPU, the tiny model script, HTTP, /proc).
 kimi_k25_nvfp4.yml and kimi_k25_two_nodes.yml in check mode — Real: rigger, fact gathering through the real
 nvidia-ml-py, every module's plan, a copy of the Kimi-K2.5-NVFP4 config files. Stand-in:
 the eight SM 12.0 GPUs (tests/fakes/fake_nvml, the fake libnvidia-ml.so.1 pynvml loads);
@@ -21,7 +22,7 @@ from typing import Any
 import fakenvml
 import pytest
 import yaml
-from vllmkit import REPO, free_port, listening, live_session_members, require_vllm
+from vllmkit import REPO, free_port, require_vllm
 
 pytestmark = pytest.mark.slow
 FIXTURE = REPO / "tests" / "fixtures" / "kimi-k2.5-nvfp4"
@@ -57,37 +58,6 @@ def recap(events: list[Any]) -> dict[str, int]:
 
 def tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def test_demo_check_then_run_then_rerun_then_stop(tmp_path: Path) -> None:
-    require_vllm()
-    port = free_port()
-    state_dir = tmp_path / "state"
-    extra = ["-e", f"demo_port={port}", "-e", f"demo_state_dir={state_dir}"]
-
-    checked = rigger("playbooks/demo_cpu.yml", "--check", *extra)
-    assert recap(checked)["failed"] == 0, failures(checked)
-    assert not state_dir.exists(), "check mode launched nothing and wrote no state"
-    assert not listening(port)
-
-    first = rigger("playbooks/demo_cpu.yml", *extra)
-    done = results(first)
-    assert recap(first)["failed"] == 0, failures(first)
-    served = done["vLLM serves the tiny model"]
-    assert served["status"] == "changed"
-    pid = int(served["data"]["pid"])
-    bench = done["Measure it"]["data"]
-    assert bench["errors"] == 0 and bench["tokens_per_s"] > 1
-    assert "output tokens/s" in done["Tokens per second"]["msg"]
-
-    second = rigger("playbooks/demo_cpu.yml", *extra)
-    assert recap(second)["changed"] == 0, results(second)
-    assert results(second)["vLLM serves the tiny model"]["data"]["pid"] == pid
-
-    stopped = rigger("playbooks/demo_cpu.yml", *extra, "-e", "serve_state=stopped")
-    assert results(stopped)["vLLM serves the tiny model"]["status"] == "changed"
-    assert live_session_members(pid) == []
-    assert not listening(port)
 
 
 def test_kimi_check_diff_on_eight_sm120_gpus_changes_nothing(tmp_path: Path) -> None:
@@ -205,30 +175,3 @@ def processes_mentioning(text: str) -> list[int]:
         if entry.isdigit() and text.encode() in cmdline:
             found.append(int(entry))
     return found
-
-
-def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=900, check=False)  # fmt: skip
-
-
-def test_demo_plan_made_with_the_readme_path_applies_whole_with_real_vllm(tmp_path: Path) -> None:
-    """The README's `rigger plan playbooks/demo_cpu.yml -o plan.json` then `rigger apply
-    plan.json`, the apply run from another directory: every reviewed step is applied, real
-    vLLM serves, nothing is refused as drifted. Real: everything (rigger, vLLM CPU)."""
-    require_vllm()
-    port = free_port()
-    extra = ["-e", f"demo_port={port}", "-e", f"demo_state_dir={tmp_path / 'state'}"]
-    plan_file = str(tmp_path / "plan.json")
-    planned = cli(["plan", "playbooks/demo_cpu.yml", "-o", plan_file, *extra], cwd=REPO)
-    assert planned.returncode == 0, planned.stdout[-3000:] + planned.stderr[-2000:]
-    applied = cli(["apply", plan_file, *extra], cwd=tmp_path)
-    output = applied.stdout + applied.stderr
-    try:
-        assert applied.returncode == 0, output[-4000:]
-        assert "refused" not in output and "not applied" not in output, output[-4000:]
-        assert listening(port)
-    finally:
-        rigger("playbooks/demo_cpu.yml", *extra, "-e", "serve_state=stopped")
-    assert not listening(port)

@@ -1,7 +1,13 @@
-"""The README's first-run path, as written, on a copy of this checkout (issue 11).
+"""The README's first-run path, as written, on a copy of this checkout (issue 11), and the
+demo playbook's whole life with one server start each way it can start (issue 29: these
+were three tests and three servers).
 
-`./scripts/demo.sh`, `. .venv/bin/activate`, the two curl commands, a second run
-(changed=0, same server), the stop command, then `bash scripts/clean.sh`.
+`rigger run playbooks/demo_cpu.yml --check` first (it launches nothing and writes no
+state), `./scripts/demo.sh`, `. .venv/bin/activate`, the two curl commands, a second run
+(changed=0, same server, the benchmark measured again), the stop command; then the README's
+`rigger plan ... -o plan.json` and `rigger apply plan.json` from another directory (every
+reviewed step applied, the server started again, nothing refused as drifted), the stop
+again, then `bash scripts/clean.sh`.
 Real: all of it - demo.sh making its own .venv with pip, the real CLI, vLLM CPU serving the
 tiny model, curl, /proc and /dev/shm. Differences from a fresh clone: the copy links this
 checkout's .venv-vllm (setup_vllm.sh finds it installed instead of downloading 3.5 GB), the
@@ -18,6 +24,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,10 +65,17 @@ def checkout() -> Iterator[Path]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def sh(command: str, cwd: Path, timeout_s: float = 900) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout_s)  # fmt: skip
+def sh(
+    command: str, cwd: Path, timeout_s: float = 900, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env={**clean, **(env or {})}, capture_output=True,
+                          text=True, timeout=timeout_s)  # fmt: skip
+
+
+def activate_in(checkout: Path) -> str:
+    """The README's activation, from any directory."""
+    return f". {checkout}/.venv/bin/activate"
 
 
 def jsonl(done: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
@@ -72,11 +86,17 @@ def segments() -> set[str]:
     return {name for name in os.listdir("/dev/shm") if name.startswith(SEGMENT_PREFIXES)}
 
 
-def test_demo_activate_query_rerun_stop_clean_as_the_readme_says(checkout: Path) -> None:
+def test_demo_check_activate_query_rerun_stop_plan_apply_clean_as_the_readme_says(checkout: Path) -> None:
     port = free_port()
     state_dir = checkout.parent / "state"
     extra = f"-e demo_port={port} -e demo_state_dir={state_dir}"
     shm_before = segments()
+
+    checked = sh(f"{sys.executable} -m engine.cli run playbooks/demo_cpu.yml --check {extra} --output jsonl",
+                 checkout, env={"PYTHONPATH": str(checkout)})  # fmt: skip
+    recap = jsonl(checked)[-1]
+    assert recap["event"] == "recap" and recap["hosts"]["localhost"]["failed"] == 0, checked.stdout[-3000:]
+    assert not state_dir.exists() and not listening(port), "check mode launched nothing and wrote no state"
 
     demo = sh(f"{readme_line('./scripts/demo.sh')} {extra}", checkout)
     assert demo.returncode == 0, demo.stdout[-4000:] + demo.stderr[-4000:]
@@ -103,12 +123,29 @@ def test_demo_activate_query_rerun_stop_clean_as_the_readme_says(checkout: Path)
     recap = jsonl(again)[-1]
     assert recap["event"] == "recap" and recap["hosts"]["localhost"]["changed"] == 0, again.stdout[-3000:]
     assert json.loads((state_dir / "demo-tiny-llama.json").read_text())["pid"] == pid
+    (bench,) = [e["data"] for e in jsonl(again) if e.get("task") == "Measure it"]
+    assert bench["errors"] == 0 and bench["tokens_per_s"] > 1, bench
 
     stop = sh(f"{activate} && {readme_line('rigger run playbooks/demo_cpu.yml -e serve_state=stopped')} {extra}",
               checkout)  # fmt: skip
     assert stop.returncode == 0, stop.stdout[-3000:]
     assert live_session_members(pid) == [] and not listening(port)
     assert segments() <= shm_before, "the demo left shared-memory segments"
+
+    # The README's reviewed plan, applied from another directory: every step it shows runs.
+    plan_file = checkout.parent / "plan.json"
+    planned = sh(f"{activate} && {readme_line('rigger plan playbooks/demo_cpu.yml')} {extra}".replace(
+        "-o plan.json", f"-o {plan_file}"), checkout)  # fmt: skip
+    assert planned.returncode == 0, planned.stdout[-3000:] + planned.stderr[-2000:]
+    applied = sh(f"{activate_in(checkout)} && rigger apply {plan_file} {extra}", checkout.parent)
+    output = applied.stdout + applied.stderr
+    try:
+        assert applied.returncode == 0, output[-4000:]
+        assert "refused" not in output and "not applied" not in output, output[-4000:]
+        assert listening(port)
+    finally:
+        sh(f"{activate} && rigger run playbooks/demo_cpu.yml -e serve_state=stopped {extra}", checkout)
+    assert not listening(port)
 
     clean = subprocess.run(
         ["unshare", "-m", "--propagation", "private", "sh", "-c",
