@@ -10,6 +10,7 @@ from typing import Any
 from engine import runlock
 from engine.connection.base import Connection
 from engine.connection.factory import connection_kind
+from engine.errors import Interrupted
 
 
 def machine_key(host_name: str, host_vars: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -24,7 +25,8 @@ class HostLocks:
     """Locks are taken in parallel across machines: only names of one machine wait for
     each other (the guard never covers an SSH connect)."""
 
-    def __init__(self) -> None:
+    def __init__(self, stop: threading.Event | None = None) -> None:
+        self._stop = stop or threading.Event()  # the run's stop flag: a wait for a lock ends with the run
         self._held: dict[tuple[Any, ...], runlock.LockHandle] = {}
         self._per_machine: dict[tuple[Any, ...], threading.Lock] = {}
         self._guard = threading.Lock()
@@ -49,10 +51,16 @@ class HostLocks:
         with self._machine_lock(key):
             if key in self._held:
                 return None
-            handle = runlock.acquire_waiting(conn, owner, wait_s, waiting)
+            handle = runlock.acquire_waiting(conn, owner, wait_s, waiting, sleep=self._sleep)
             with self._guard:
                 self._held[key] = handle
         return handle.warning
+
+    def _sleep(self, seconds: float) -> None:
+        """A pause between tries for a held lock; Interrupted once the run is stopping (the
+        wait runs in a fork, where the signal never lands)."""
+        if self._stop.wait(seconds):
+            raise Interrupted()
 
     def release_all(self, workers: int = 1) -> None:
         """Release every held lock, ``workers`` at a time: each release is a round trip to

@@ -122,7 +122,7 @@ class Runner:
         self._in_flight: dict[str, str] = {}  # host -> the task running there now
         self._touched: dict[str, tuple[str, ...]] = {}  # what an interrupted task had done
         self._left_running: dict[str, tuple[str, ...]] = {}
-        self._locks = HostLocks()
+        self._locks = HostLocks(self._interrupted)
         self._forks: ThreadPoolExecutor | None = None
         self.owner = "rigger run"
         self._run_magic = magicvars.run_variables(

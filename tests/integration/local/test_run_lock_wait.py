@@ -7,6 +7,7 @@ the first run holds the lock until the test lets it finish (it waits for a file)
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from child_processes import output_of_stopped
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -88,6 +90,21 @@ def test_a_waiting_run_says_who_holds_the_lock_and_runs_once_it_is_free(
     rest = waiting.stdout.read()
     assert waiting.wait(timeout=120) == 0, rest
     assert (tmp_path / "ran").exists()
+
+
+def test_a_run_waiting_for_the_lock_stops_at_once_when_interrupted(holder: Holder, quick: Path, tmp_path: Path) -> None:
+    """The wait runs in a fork (where no signal lands): the run's stop flag ends it, not the
+    300 s it was allowed. Real: both rigger processes, the lock, the signal."""
+    waiting = rigger_process(quick, "--lock-wait", "300")
+    assert waiting.stdout is not None
+    line = waiting.stdout.readline()
+    while line and "waiting for the run lock" not in line:
+        line = waiting.stdout.readline()
+    assert "waiting for the run lock" in line, line
+    waiting.send_signal(signal.SIGTERM)
+    out, _ = output_of_stopped(waiting, 20)
+    assert waiting.returncode == 99, out
+    assert not (tmp_path / "ran").exists()
 
 
 def test_a_wait_that_runs_out_is_unreachable_naming_the_holder(holder: Holder, quick: Path, rigger) -> None:  # type: ignore[no-untyped-def]
