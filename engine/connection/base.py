@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -153,6 +154,16 @@ class ScopedConnection:
             self._stop_point()
             raise
         self._stop_point()
+
+    def pause(self, seconds: float) -> None:
+        """A module's wait between checks (``time.sleep`` for modules): a run that is
+        stopping does not wait it out. Tasks run in forks, where the signal never arrives as
+        an exception; the stop flag says it (engine/run/interrupt.py)."""
+        stop = self.scope.stop
+        if stop is None:
+            time.sleep(max(0.0, seconds))
+        elif stop.wait(max(0.0, seconds)):
+            raise Interrupted()
 
     def _touch(self, what: str) -> None:
         self._stop_point()

@@ -91,11 +91,11 @@ def _check(ctx: TaskContext, args: Mapping[str, Any]) -> dict[str, Any]:
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Unchanged:
     started = time.monotonic()
     if args.get("port") is None and args.get("path") is None:
-        time.sleep(args["timeout"])
+        ctx.conn.pause(args["timeout"])
         return Unchanged(f"waited {args['timeout']:g}s", {"elapsed": args["timeout"]})
     if args["state"] == "drained" and args.get("port") is None:
         raise TaskFailed("state drained needs port")
-    time.sleep(args["delay"])
+    ctx.conn.pause(args["delay"])
     deadline = started + args["timeout"]
     if args.get("search_regex"):
         TextRegex(args["search_regex"], "search_regex")  # an invalid regex fails before the wait
@@ -111,4 +111,4 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Unchanged:
             raise TaskFailed(f"{message} ({answer['detail']}, waited {elapsed:.0f}s)", {"elapsed": round(elapsed, 3)})
         waited = f"{elapsed:.0f}s/{args['timeout']:g}s"
         ctx.progress(f"waiting for {_target(args)} to be {_wanted(args)}: {answer['detail']} ({waited})")
-        time.sleep(max(0.0, min(args["sleep"], deadline - time.monotonic())))
+        ctx.conn.pause(min(args["sleep"], deadline - time.monotonic()))

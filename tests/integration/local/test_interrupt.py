@@ -185,3 +185,30 @@ def test_a_signal_ignored_at_start_stays_ignored(tmp_path):
     assert proc.returncode == 99, out + err
     assert [json.loads(line)["signal"] for line in out.splitlines() if '"interrupted"' in line] == ["SIGTERM"]
     assert _gone(sleeper)
+
+
+@pytest.mark.parametrize("wait", ["timeout: 300", "port: 9, state: started, delay: 300"], ids=["pause", "delay"])
+def test_a_module_waiting_on_one_host_stops_at_once(tmp_path, wait):
+    """wait_for on one host (a task runs in a fork there too, where the signal never lands):
+    its waits read the run's stop flag, so SIGTERM ends a 300 s wait at once. Real: the
+    rigger process, the module's wait, the signal."""
+    (tmp_path / "p.yml").write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        f"    - command: touch {tmp_path}/started\n"
+        f"    - name: waits\n      wait_for: {{{wait}}}\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "run", str(tmp_path / "p.yml"), "--output", "jsonl"],
+        env={**os.environ, "PYTHONPATH": str(REPO), **own_run_lock(), **STACKS_ON_ABORT},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)  # in the wait now
+    proc.send_signal(signal.SIGTERM)
+    out, err = output_of_stopped(proc, 10)
+    assert proc.returncode == 99, out + err
+    assert json.loads(out.splitlines()[-1])["stopped"]["localhost"] == "interrupted during 'waits'", out
