@@ -47,10 +47,14 @@ _waits: list[None] = []  # one entry per ``waiting`` section the main thread is 
 
 
 def signal_name(exc: BaseException | None = None) -> str:
-    """The name of the signal that stopped the run (SIGINT for a bare KeyboardInterrupt)."""
+    """The name of the signal that stopped the run: the first one received (a fork that
+    saw the stop flag raises a bare Interrupted, which may reach the run first), else the
+    exception's (SIGINT for a bare KeyboardInterrupt)."""
+    if _received:
+        return signal.Signals(_received[0]).name
     if isinstance(exc, Interrupted):
         return signal.Signals(exc.signum).name
-    return signal.Signals(_received[0]).name if _received else "SIGINT"
+    return "SIGINT"
 
 
 def on_signal(signum: int, frame: FrameType | None) -> None:

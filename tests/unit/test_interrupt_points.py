@@ -54,3 +54,16 @@ def test_the_main_threads_wait_notices_a_stop_within_its_slice() -> None:
     assert interrupt.wait_unless_stopped(stop, 30)
     assert time.monotonic() - started < 10
     assert not interrupt.wait_unless_stopped(threading.Event(), 0.05)
+
+
+def test_the_run_names_the_signal_received_not_a_forks_bare_interrupted() -> None:
+    """A fork that saw the stop flag raises a bare Interrupted (SIGINT by default); when it
+    reaches the run first, the run still names the signal that came."""
+    stop = threading.Event()
+    with interrupt.handled(), interrupt.deferred(stop):
+        os.kill(os.getpid(), signal.SIGHUP)
+        for _ in range(1000):
+            pass
+        assert interrupt.signal_name(Interrupted()) == "SIGHUP"
+        with pytest.raises(Interrupted), interrupt.waiting():
+            pass
