@@ -39,6 +39,10 @@ HOST_LACKS = {
     "ray_cluster": "/opt/inference/vllm/bin/python not found",
     "lb_backend": "HAProxy runtime API at /run/haproxy/admin.sock",
     "rollout": "HAProxy runtime API at /run/haproxy/admin.sock",
+    # PID 1 here is not systemd (tests/modules/test_systemd_service.py drives a real user manager)
+    "service": "this host does not run systemd",
+    "systemd": "this host does not run systemd",
+    "systemd_service": "this host does not run systemd",
 }
 
 
