@@ -2,27 +2,37 @@
 systemctl and deciding, as ansible-core 2.19's systemd_service does, what to run.
 
 Order and rules are Ansible's: `masked` first (`systemctl is-enabled` says `masked`), then
-`enabled` (is-enabled exits 0, except `enabled-runtime`, `indirect` and `alias`, which
-Ansible enables anyway), then `state` (`started` when ActiveState is not active or
-activating, `stopped` when it is, or is deactivating; `restarted` and `reloaded` always act,
-and start a unit that is not running). `daemon_reload` and `daemon_reexec` run first and
-are not changes. The unit name is an operand after `--`, never an option; systemctl runs
+`enabled` (is-enabled exits 0, except `indirect` and `alias`, which Ansible enables
+anyway), then `state` (`started` when ActiveState is not active or activating, `stopped`
+when it is, or is deactivating; `restarted` and `reloaded` always act, and start a unit
+that is not running). `daemon_reload` and `daemon_reexec` run first and are not changes.
+The unit name is an operand after `--`, never an option; systemctl runs
 from an argv list, never a shell.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged, command_line, operand
+from engine.module_api import (
+    Change,
+    CommandResult,
+    Diff,
+    Result,
+    TaskContext,
+    TaskFailed,
+    Unchanged,
+    command_line,
+    operand,
+)
 
 # sd_booted(3): a systemd manager runs here (systemctl, and Ansible's service, test this)
 SYSTEMD_MARK = "/run/systemd/system"
 _GLOBS = ("*", "?", "[")
 # is-enabled answers that exit 0 but that Ansible still enables (its systemd_service)
-_ENABLE_ANYWAY = ("enabled-runtime", "indirect", "alias")
+_ENABLE_ANYWAY = ("indirect", "alias")
 STATES = ["started", "stopped", "restarted", "reloaded"]
 
 
@@ -56,19 +66,40 @@ def unit_name(args: Mapping[str, Any]) -> str | None:
     name = operand(raw, "name")
     for glob in _GLOBS:
         if glob in name:
-            raise TaskFailed(f"name: {name!r} holds {glob!r}: glob patterns are not supported (as in Ansible)")
+            raise TaskFailed(
+                f"This module does not currently support using glob patterns, found '{glob}' in service name: {name}"
+            )
     return name
 
 
-def systemctl(args: Mapping[str, Any]) -> list[str]:
-    """The systemctl program with the task's scope and options."""
+@dataclass(frozen=True)
+class Systemctl:
+    """systemctl with the task's scope and options, and the environment it runs in."""
+
+    head: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def ask(self, ctx: TaskContext, verb: str, name: str) -> CommandResult:
+        return ctx.conn.run(command_line([*self.head, verb], [name]), env=self.env, read_only=True, check=False)
+
+    def act(self, ctx: TaskContext, verb: str, name: str | None = None) -> CommandResult:
+        return ctx.conn.run(command_line([*self.head, verb], [name] if name else []), env=self.env, check=False)
+
+
+def systemctl(ctx: TaskContext, args: Mapping[str, Any]) -> Systemctl:
+    """As Ansible runs it: where XDG_RUNTIME_DIR is unset, /run/user/EUID (where a user's
+    manager listens); only user and global scope read it."""
     scope = args.get("scope", "system")
-    return [
+    head = (
         "systemctl",
         *([] if scope == "system" else [f"--{scope}"]),
         *(["--no-block"] if args.get("no_block") else []),
         *(["--force"] if args.get("force") else []),
-    ]
+    )
+    if scope == "system" or ctx.conn.run(["printenv", "XDG_RUNTIME_DIR"], read_only=True, check=False).rc == 0:
+        return Systemctl(head)
+    uid = ctx.conn.run(["id", "-u"], read_only=True).stdout.strip()
+    return Systemctl(head, {"XDG_RUNTIME_DIR": f"/run/user/{uid}"})
 
 
 def require_systemd(ctx: TaskContext, module: str) -> None:
@@ -80,14 +111,14 @@ def require_systemd(ctx: TaskContext, module: str) -> None:
         )
 
 
-def read_unit(ctx: TaskContext, head: list[str], name: str) -> Unit:
-    shown = ctx.conn.run(command_line([*head, "show"], [name]), read_only=True, check=False)
+def read_unit(ctx: TaskContext, tool: Systemctl, name: str) -> Unit:
+    shown = tool.ask(ctx, "show", name)
     if shown.rc != 0:
         raise TaskFailed(f"systemctl show {name} failed (rc {shown.rc}): {(shown.stderr or shown.stdout).strip()}")
     status = dict(line.split("=", 1) for line in shown.stdout.splitlines() if "=" in line)
     if status.get("LoadState") not in ("not-found", "masked") and status.get("LoadError"):
         raise TaskFailed(f"Error loading unit file '{name}': {status['LoadError']}")
-    asked = ctx.conn.run(command_line([*head, "is-enabled"], [name]), read_only=True, check=False)
+    asked = tool.ask(ctx, "is-enabled", name)
     return Unit(name, status, asked.stdout.strip(), asked.rc)
 
 
@@ -129,11 +160,11 @@ def _diff(unit: Unit, verbs: list[str]) -> Diff:
 
 def plan_units(ctx: TaskContext, args: Mapping[str, Any], module: str) -> Change | Unchanged:
     require_systemd(ctx, module)
-    name, head = unit_name(args), systemctl(args)
+    name, tool = unit_name(args), systemctl(ctx, args)
     reloads = [verb for verb in ("daemon-reload", "daemon-reexec") if args.get(verb.replace("-", "_"))]
     if name is None:
         return Change("; ".join(f"systemctl {verb}" for verb in reloads), payload={"reloads": reloads})
-    unit = read_unit(ctx, head, name)
+    unit = read_unit(ctx, tool, name)
     verbs, data = steps(args, unit)
     if not verbs and not reloads:
         return Unchanged(f"{name}: {unit.status.get('ActiveState', '')}, is-enabled {unit.enablement}", data)
@@ -143,23 +174,21 @@ def plan_units(ctx: TaskContext, args: Mapping[str, Any], module: str) -> Change
     return Change(summary, diffs, {"reloads": reloads, **data}, fingerprint)
 
 
-def _run(ctx: TaskContext, argv: list[str], failure: str) -> None:
-    done = ctx.conn.run(argv, check=False)
-    if done.rc != 0:
-        raise TaskFailed(f"{failure}: {(done.stdout + done.stderr).strip()}")
-
-
 def apply_units(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     """Reloads first, then the unit read again (a reload may change it) and acted on."""
-    head = systemctl(args)
+    tool = systemctl(ctx, args)
     for verb in change.payload["reloads"]:
-        _run(ctx, [*head, verb], f"failure during {verb}")
+        done = tool.act(ctx, verb)
+        if done.rc != 0:
+            raise TaskFailed(f"failure {done.rc} during {verb}: {done.stderr.strip()}")
     name = unit_name(args)
     if name is None:
         return Result(changed=False, msg=change.summary)
-    unit = read_unit(ctx, head, name)
+    unit = read_unit(ctx, tool, name)
     verbs, data = steps(args, unit)
     for verb in verbs:
-        _run(ctx, command_line([*head, verb], [name]), f"Unable to {verb} service {name}")
+        done = tool.act(ctx, verb, name)
+        if done.rc != 0:
+            raise TaskFailed(f"Unable to {verb} service {name}: {(done.stdout + done.stderr).strip()}")
     msg = "; ".join(f"{verb} {name}" for verb in verbs) or f"{name}: nothing to change"
     return Result(changed=bool(verbs), msg=msg, diffs=(_diff(unit, verbs),) if verbs else (), data=data)

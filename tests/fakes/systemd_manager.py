@@ -9,8 +9,9 @@ that drive it (`systemctl --user`, rigger) enter that namespace with `nsenter --
 Everything else (files, processes, network) is this machine's.
 
 Real: systemd 252's /lib/systemd/systemd --user (jobs, unit files, enable/mask symlinks,
-daemon-reload), systemctl, util-linux unshare/nsenter (root). Its runtime, config and data
-directories (units in $XDG_DATA_HOME/systemd/user) and HOME are the test's scratch folder.
+daemon-reload), systemctl, util-linux unshare/nsenter (root). Its config and data
+directories (units in $XDG_DATA_HOME/systemd/user) and HOME are the test's scratch folder;
+its runtime directory is /run/user/UID on a tmpfs of the namespace, as after a login.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SYSTEMD = "/lib/systemd/systemd"
-# In the new mount namespace only: systemd's "booted" mark on a tmpfs of its own.
+# In the new mount namespace only: systemd's "booted" mark, and /run/user/UID (where
+# Ansible's systemd looks for a user manager when XDG_RUNTIME_DIR is unset), on tmpfs.
 _BOOTED_HERE = (
-    'mkdir -p /run/systemd && mount -t tmpfs tmpfs /run/systemd && mkdir /run/systemd/system && exec "$0" --user'
+    "mkdir -p /run/systemd /run/user && mount -t tmpfs tmpfs /run/systemd && mkdir /run/systemd/system"
+    ' && mount -t tmpfs tmpfs /run/user && mkdir -m 700 "$XDG_RUNTIME_DIR" && exec "$0" --user'
 )
 
 
@@ -57,14 +60,13 @@ class UserManager:
 @contextmanager
 def user_manager(root: Path) -> Iterator[UserManager]:
     """A running user manager whose state lives under ``root``; stopped (with its units) after."""
-    runtime, config, data = root / "runtime", root / "config", root / "data"
-    runtime.mkdir(mode=0o700)
+    runtime, config, data = f"/run/user/{os.geteuid()}", root / "config", root / "data"  # runtime: on the tmpfs
     # Unit files where a package puts them (the data dir, as /lib/systemd/system): enable
     # and mask write their links to the config dir above it (as /etc/systemd/system).
     unit_dir = data / "systemd" / "user"
     unit_dir.mkdir(parents=True)
     env = {
-        "XDG_RUNTIME_DIR": str(runtime),
+        "XDG_RUNTIME_DIR": runtime,
         "XDG_CONFIG_HOME": str(config),
         "XDG_DATA_HOME": str(data),
         "HOME": str(root),

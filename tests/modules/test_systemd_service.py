@@ -46,7 +46,9 @@ def run_tasks(
     inventory = tmp / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {"ansible_connection": "local"}}}}))
     argv = [sys.executable, "-m", "engine.cli", "run", str(playbook), "-i", str(inventory), "--output", "jsonl", *extra]
-    env = {**os.environ, "PYTHONPATH": str(REPO), **own_run_lock(), **(manager.env if manager else {})}
+    # no XDG_RUNTIME_DIR: the module finds the user manager at /run/user/UID, as Ansible's does
+    env = {name: value for name, value in os.environ.items() if name != "XDG_RUNTIME_DIR"}
+    env.update({"PYTHONPATH": str(REPO), **own_run_lock()})
     done = subprocess.run(
         manager.inside(argv) if manager else argv, env=env, capture_output=True, text=True, timeout=60
     )
