@@ -5,8 +5,9 @@ acts only when the unit is not already so; restarted and reloaded always act (an
 unit that is not running); `enabled` and `masked` act only when `systemctl is-enabled`
 says otherwise; `daemon_reload` and `daemon_reexec` run first, and are not changes (in
 check mode rigger lists them as what would run). `scope: user` talks to the user's manager
-(`systemctl --user`: give the task `XDG_RUNTIME_DIR` in `environment:` where its login
-session does not set it), `global` edits the enablement of every user (no `state`).
+(`systemctl --user`; where XDG_RUNTIME_DIR is unset, at /run/user/UID as in Ansible),
+`global` edits the enablement of every user (no `state`). Where `systemctl mask` fails on
+a unit that exists, the task fails with systemctl's words (Ansible goes on silently).
 Returns `name`, `state`, `enabled` (as asked) and `status`, the unit's `systemctl show`
 properties read before acting. A unit that systemd does not know fails the task ("Could not
 find the requested service"), in check mode too. The name is a value after `--`, never an

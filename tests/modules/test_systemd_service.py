@@ -105,10 +105,9 @@ def test_state_acts_only_when_ansible_would(
 
 
 def test_enabled_and_masked_converge_then_hold(manager: UserManager, unit: str, tmp_path: Path) -> None:
-    enable = [unit_task(unit, enabled=True)]
-    first, again = run_tasks(manager, tmp_path, enable), run_tasks(manager, tmp_path, enable)
-    assert only(first[1])["changed"] and not only(again[1])["changed"], first[2] + again[2]
-    assert only(first[1])["data"]["enabled"] is True
+    rc, (first, again), out = run_tasks(manager, tmp_path, [unit_task(unit, enabled=True)] * 2)
+    assert rc == 0 and first["changed"] and not again["changed"], out
+    assert first["data"]["enabled"] is True and again["data"]["enabled"] is True
     assert manager.systemctl("is-enabled", unit).stdout.strip() == "enabled"
     rc, results, out = run_tasks(manager, tmp_path, [unit_task(unit, enabled=False, masked=True)])
     assert rc == 0 and only(results)["changed"], out
