@@ -6,6 +6,18 @@ return values and check mode (see `systemd_service`).
 
 from __future__ import annotations
 
-from modules.system.systemd_service import SCHEMA, apply, plan
+from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["SCHEMA", "apply", "plan"]
+from engine.module_api import Change, Result, TaskContext, Unchanged
+from modules.system import systemd_service, units
+
+SCHEMA = systemd_service.SCHEMA
+
+
+def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
+    return units.plan_units(ctx, systemd_service.normalized(args), "systemd")
+
+
+def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
+    return units.apply_units(ctx, systemd_service.normalized(args), change)
