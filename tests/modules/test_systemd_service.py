@@ -148,9 +148,9 @@ def test_service_refuses_what_it_does_not_implement_by_name(manager: UserManager
 
 @pytest.mark.parametrize("module", ["systemd", "systemd_service", "service"])
 def test_a_host_without_systemd_is_refused_by_name(module: str, tmp_path: Path) -> None:
-    rc, results, out = run_tasks(None, tmp_path, [{"name": "x", module: {"name": "ssh", "state": "started"}}])
     if os.path.isdir("/run/systemd/system"):
         pytest.skip("this machine runs systemd as PID 1")
+    rc, results, out = run_tasks(None, tmp_path, [{"name": "x", module: {"name": "ssh", "state": "started"}}])
     assert rc == 2 and "this host does not run systemd" in json.dumps(only(results)), out
 
 
