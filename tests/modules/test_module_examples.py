@@ -32,6 +32,9 @@ THIS_MACHINE = {"ansible_connection": "local", "rigger_node_ip": "127.0.0.1", "r
 # A hub that answers nothing (nothing listens on port 9): ensure_model reaches no network.
 HUB_UNREACHABLE = {"HF_ENDPOINT": "http://127.0.0.1:9"}
 
+NO_UNITS = (
+    "Could not find the requested service" if os.path.isdir("/run/systemd/system") else "this host does not run systemd"
+)
 # module -> what its example's failure must say on a host without the Kimi checkpoint
 HOST_LACKS = {
     "check_serving_compat": "/models/Kimi-K2.5-NVFP4",
@@ -39,6 +42,10 @@ HOST_LACKS = {
     "ray_cluster": "/opt/inference/vllm/bin/python not found",
     "lb_backend": "HAProxy runtime API at /run/haproxy/admin.sock",
     "rollout": "HAProxy runtime API at /run/haproxy/admin.sock",
+    # The units the examples name (vLLM, NVIDIA daemons, docker) are a GPU host's; where PID 1
+    # is not systemd, the module says so first (tests/modules/test_systemd_service.py drives
+    # a real user manager).
+    **dict.fromkeys(("service", "systemd", "systemd_service"), NO_UNITS),
 }
 
 

@@ -29,6 +29,9 @@ FQCNS = {
     "ansible.builtin.apt_repository": ("apt_repository", "{repo: 'deb http://deb.debian.org/debian bookworm main'}"),
     "ansible.builtin.apt_key": ("apt_key", "{id: 3BF863CC, keyring: /usr/share/keyrings/cuda.gpg}"),
     "ansible.builtin.git": ("git", "{repo: 'https://example.org/x.git', dest: /opt/x}"),
+    "ansible.builtin.systemd": ("systemd", "{name: vllm, state: started, daemon-reload: true}"),
+    "ansible.builtin.systemd_service": ("systemd_service", "{unit: vllm, enabled: true, scope: user}"),
+    "ansible.builtin.service": ("service", "{name: docker, state: restarted, enabled: true}"),
 }
 
 

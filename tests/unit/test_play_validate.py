@@ -52,9 +52,9 @@ def test_fqcn_names_and_key_value_arguments_validate(tmp_path):
         ("  tasks:\n    - meta: clear_facts\n", 4, "`meta: clear_facts` is not supported"),
         ("  tasks:\n    - become_method: su\n      command: 'true'\n", 4, "`become_method: su` is not supported"),
         (
-            "  tasks:\n    - ansible.builtin.service: name=x\n",
+            "  tasks:\n    - ansible.builtin.cron: name=x\n",
             4,
-            "module 'ansible.builtin.service' (from ansible.builtin)",
+            "module 'ansible.builtin.cron' (from ansible.builtin)",
         ),
         ("  roles: [geerlingguy.nginx.web]\n", 3, "the collection geerlingguy.nginx is not installed"),
         ("  tasks:\n    - import_tasks: t.yml\n      loop: [1]\n", 4, "you cannot use loops on 'import_tasks'"),
