@@ -1,15 +1,15 @@
 """``key=value`` task arguments (``debug: msg="hi there"``), split as Ansible splits them.
 
-Tokens are separated by spaces outside quotes and outside ``{{ }}`` / ``{% %}``; the first
-``=`` not inside those splits key from value, and quotes around a value are removed.
-Tokens without a key stay free text (the command line of ``command``).
+Tokens are separated by spaces outside quotes and outside ``{{ }}`` / ``{% %}``. As in
+ansible-core's ``parse_kv``, the key is everything before the first ``=`` that is not
+escaped (``\\=``) and not the token's first character, whatever it holds (``daemon-reload``,
+``a.b``, ``2x``); quotes around a value are removed. Which keys a module takes is its
+schema's business, not the parser's. Tokens without such an ``=`` stay free text (the
+command line of ``command``), with ``\\=`` read as ``=`` as Ansible does.
 """
 
 from __future__ import annotations
 
-import re
-
-_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _OPEN = ("{{", "{%", "{#")
 _CLOSE = {"{{": "}}", "{%": "%}", "{#": "#}"}
 
@@ -62,16 +62,30 @@ def _unquote(value: str) -> str:
     return value
 
 
+def split_key(token: str) -> tuple[str, str] | None:
+    """(key, value) at the first ``=`` past the first character that no backslash escapes;
+    None where there is none (free text)."""
+    pos = token.find("=", 1)
+    while pos > 0 and token[pos - 1] == "\\":
+        pos = token.find("=", pos + 1)
+    return (token[:pos], token[pos + 1 :]) if pos > 0 else None
+
+
+def _free_text(token: str) -> str:
+    return token.replace("\\=", "=") if "=" in token else token
+
+
 def parse(text: str, free_form_keys: frozenset[str] | None = None) -> tuple[dict[str, str], str]:
     """(arguments, free text). With ``free_form_keys`` only those keys are taken out of a
     free-form line (``command: ls -l chdir=/tmp``); the rest stays in the free text."""
     args: dict[str, str] = {}
     free: list[str] = []
     for token in split_tokens(text):
-        key, sep, value = token.partition("=")
-        keyed = bool(sep) and bool(_KEY.match(key))
-        if keyed and (free_form_keys is None or key in free_form_keys):
-            args[key] = _unquote(value)
+        pair = split_key(token)
+        if pair is None:
+            free.append(_free_text(token))
+        elif free_form_keys is None or pair[0] in free_form_keys:
+            args[pair[0]] = _unquote(pair[1])
         else:
             free.append(token)
     return args, " ".join(free)
