@@ -11,7 +11,7 @@ from typing import Any
 
 import jsonschema
 
-from engine import registry, templating
+from engine import registry, schema_words, templating
 from engine.errors import TemplateError, ValidationError
 from engine.model import Block, Location, Play, Playbook, Step, Task, TaskOptions, unknown_connection, walk
 from engine.playbook import includes, kvargs, loops, unsupported
@@ -130,6 +130,9 @@ def _short(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties":
         short = str(error.message).replace("Additional properties are not allowed", "unknown key(s)")
         return short + registry.unknown_key_hint(error)
+    words = schema_words.combinator_words(error)
+    if words is not None:
+        return words
     if error.validator in ("anyOf", "oneOf") and error.context:
         best = jsonschema.exceptions.best_match(error.context)
         return str(best.message if best else error.message)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from engine import controller_files, registry, templating
+from engine import controller_files, registry, schema_words, templating
 from engine.connection.base import Connection, ScopedConnection, TaskScope, become_target
 from engine.connection.predicted import PredictedHost
 from engine.errors import HostUnreachable, Interrupted, TaskFailed, TemplateError
@@ -621,7 +621,8 @@ def _args_problem(spec: registry.ModuleSpec, args: Any) -> str | None:
     if error is None:
         return None
     path = ".".join(str(p) for p in error.absolute_path) or spec.name
-    return f"invalid argument {path}: {error.message}{registry.unknown_key_hint(error)}"
+    words = schema_words.combinator_words(error) or error.message
+    return f"invalid argument {path}: {words}{registry.unknown_key_hint(error)}"
 
 
 def _loop_status(results: list[HostResult]) -> Status:
