@@ -50,7 +50,7 @@ TEMP_MARK = ".rigger-tmp-"
 _NAME_BYTES = 180  # NAME_MAX is 255: the temp name adds a dot, the mark and 12 hex digits
 MAX_READ_BYTES = 64 << 20
 MAX_RANGE_BYTES = 4 << 20  # one chunk of a copy between hosts (spread_model)
-ANY_SIZE = 1 << 62  # read_range reads a part of a file of any size (a model shard)
+ANY_SIZE = 1 << 62  # read_window for a copy between hosts: a part of a file of any size (a model shard)
 MAX_LINK_HOPS = 40
 MAX_TREE_ENTRIES = 100_000
 MAX_TREE_DEPTH = 256
@@ -347,21 +347,6 @@ def read_bytes(path: str, max_bytes: int = MAX_READ_BYTES) -> bytes | None:
     return data
 
 
-def read_part(path: str, offset: int, length: int, max_bytes: int = MAX_READ_BYTES) -> dict[str, Any]:
-    """``length`` bytes of ``path`` from ``offset``, judged as ``read_bytes`` judges the whole
-    file, with its identity (device, inode, size, mtime) so that a reader taking it in parts
-    (a probe's output is capped) sees a file changed between parts."""
-    handle = _open_read(path, max_bytes)
-    if handle is None:
-        return {"exists": False, "data": None, "size": 0, "id": None}
-    with handle:
-        st = os.fstat(handle.fileno())
-        handle.seek(offset)
-        data = handle.read(max(0, min(length, st.st_size - offset)))
-    ident = file_identity(st)
-    return {"exists": True, "data": base64.b64encode(data).decode(), "size": st.st_size, "id": ident}
-
-
 def _open_read(path: str, max_bytes: int) -> BinaryIO | None:
     """The opened regular file (None: absent), refused when special, too big or another
     owner's hard link."""
@@ -395,15 +380,24 @@ def file_identity(st: os.stat_result) -> list[int]:
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
 
 
-def read_range(path: str, offset: int, length: int, identity: list[int] | None) -> tuple[bytes, list[int]]:
-    """``length`` bytes of the regular file ``path`` from ``offset`` (at most MAX_RANGE_BYTES; the
-    file itself may be of any size), and the file's identity; with ``identity`` (an earlier
-    read's), refused when the file is not that one any more, so one copy never mixes two files."""
+def read_window(
+    path: str, offset: int, length: int, max_size: int = MAX_READ_BYTES, identity: list[int] | None = None
+) -> tuple[bytes, list[int]] | None:
+    """``length`` bytes (at most MAX_RANGE_BYTES) of the regular file ``path`` from ``offset``,
+    and the file's identity (device, inode, size, mtime: see ``file_identity``); None where
+    it is absent. The one way to read part of a file: judged and opened as ``read_bytes``
+    opens it, the window bounded, and with ``identity`` (an earlier read's) refused when the
+    file is not that one any more, so parts of two files are never mixed.
+
+    ``max_size`` is the one rule the callers really differ on, the size of the whole file:
+    the SSH transport without a remote python gathers a file whole in parts (op
+    ``read_part``) and keeps ``read_bytes``'s cap; a copy between hosts (op ``read_range``,
+    spread_model) sends each window on and reads model shards of any size (ANY_SIZE)."""
     if not 0 <= length <= MAX_RANGE_BYTES or offset < 0:
         raise Refused(f"refusing a read of {length} bytes at {offset}: outside 0..{MAX_RANGE_BYTES}")
-    handle = _open_read(path, ANY_SIZE)
+    handle = _open_read(path, max_size)
     if handle is None:
-        raise FileNotFoundError(path)
+        return None
     with handle:
         found = file_identity(os.fstat(handle.fileno()))
         if identity is not None and list(identity) != found:
@@ -1006,16 +1000,31 @@ _CHUNKED = {
 }
 
 
+def _read_window_answer(op: str, path: str, args: dict[str, Any]) -> dict[str, Any]:
+    """``read_window`` in each caller's answer: ``read_range`` (a copy between hosts; the
+    file may be of any size; absent is an error), ``read_part`` (a whole file in parts over
+    SSH; ``read_bytes``'s cap; absent is an answer)."""
+    whole_in_parts = op == "read_part"
+    max_size = int(args.get("max_bytes") or MAX_READ_BYTES) if whole_in_parts else ANY_SIZE
+    part = read_window(path, int(args["offset"]), int(args["length"]), max_size, args.get("identity"))
+    if part is None:
+        if whole_in_parts:
+            return {"exists": False, "data": None, "size": 0, "id": None}
+        raise FileNotFoundError(path)
+    data, identity = part
+    encoded = base64.b64encode(data).decode()
+    if whole_in_parts:
+        return {"exists": True, "data": encoded, "size": identity[2], "id": identity}
+    return {"data": encoded, "length": len(data), "identity": identity}
+
+
 def main(args: dict[str, Any]) -> dict[str, Any]:
     op, path = args["op"], args["path"]
     if op == "read":
         data = read_bytes(path, int(args.get("max_bytes") or MAX_READ_BYTES))
         return {"exists": data is not None, "data": None if data is None else base64.b64encode(data).decode()}
-    if op == "read_range":
-        data, identity = read_range(path, int(args["offset"]), int(args["length"]), args.get("identity"))
-        return {"data": base64.b64encode(data).decode(), "length": len(data), "identity": identity}
-    if op == "read_part":
-        return read_part(path, int(args["offset"]), int(args["length"]), int(args.get("max_bytes") or MAX_READ_BYTES))
+    if op in ("read_range", "read_part"):
+        return _read_window_answer(op, path, args)
     if op == "list":
         entries = [[rel, _entry_kind(st.st_mode), stat.S_IMODE(st.st_mode), st.st_size] for rel, st in walk_tree(path)]
         return {"entries": entries}

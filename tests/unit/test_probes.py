@@ -113,3 +113,42 @@ def test_fileio_chunked_write_keeps_the_owner_and_refuses_a_target_swapped_meanw
     with pytest.raises(fileio.Refused, match="replaced while it was being written"):
         op("write_commit", temp=temp)
     assert target.read_bytes() == b"planted" and sorted(p.name for p in tmp_path.iterdir()) == ["model.bin", "moved"]
+
+
+@pytest.mark.parametrize(
+    ("op", "args", "refusal"),
+    [
+        ("read_part", {"offset": -1, "length": 4}, "outside 0..4194304"),
+        ("read_range", {"offset": -1, "length": 4}, "outside 0..4194304"),
+        ("read_part", {"offset": 0, "length": fileio.MAX_RANGE_BYTES + 1}, "outside 0..4194304"),
+        ("read_range", {"offset": 0, "length": fileio.MAX_RANGE_BYTES + 1}, "outside 0..4194304"),
+        ("read_part", {"offset": 0, "length": 4, "max_bytes": 9}, "over the limit of 9"),
+        ("read_part", {"offset": 0, "length": 4, "identity": [0, 0, 10, 0]}, "changed since the copy began"),
+        ("read_range", {"offset": 0, "length": 4, "identity": [0, 0, 10, 0]}, "changed since the copy began"),
+    ],
+)
+def test_both_partial_read_ops_keep_one_set_of_rules(tmp_path, op, args, refusal):
+    """read_part (a whole file in parts over SSH) and read_range (a copy between hosts) are
+    one function, fileio.read_window: the same bounds, the same identity pin, the same
+    judged open; only the cap on the whole file differs. Real: files on this filesystem."""
+    target = tmp_path / "f"
+    target.write_bytes(b"0123456789")
+    with pytest.raises(fileio.Refused, match=refusal):
+        fileio.main({"op": op, "path": str(target), **args})
+
+
+def test_partial_reads_answer_each_caller_in_its_shape(tmp_path):
+    """Real: files and a symlink on this filesystem."""
+    target = tmp_path / "f"
+    target.write_bytes(b"0123456789")
+    part = fileio.main({"op": "read_part", "path": str(target), "offset": 8, "length": 4})
+    window = fileio.main({"op": "read_range", "path": str(target), "offset": 8, "length": 4, "max_bytes": 1})
+    assert base64.b64decode(part["data"]) == base64.b64decode(window["data"]) == b"89"
+    assert part["id"] == window["identity"] and part["size"] == 10 and window["length"] == 2
+    assert fileio.main({"op": "read_part", "path": str(tmp_path / "no"), "offset": 0, "length": 1})["exists"] is False
+    with pytest.raises(FileNotFoundError):
+        fileio.main({"op": "read_range", "path": str(tmp_path / "no"), "offset": 0, "length": 1})
+    (tmp_path / "to_dev_null").symlink_to("/dev/null")
+    for op in ("read_part", "read_range"):
+        with pytest.raises(fileio.Refused, match="a character device, not a regular file"):
+            fileio.main({"op": op, "path": str(tmp_path / "to_dev_null"), "offset": 0, "length": 1})

@@ -1,7 +1,7 @@
 """Read one byte range of a model file for a copy to a peer host (read-only).
 
 args: {"path": str, "offset": int, "length": int, "identity": [dev, ino, size, mtime_ns] | None}
-Through the guarded primitive (fileio ``read_range``): the path resolved by the judged walk
+Through the guarded primitive (fileio ``read_window``, op read_range): the path resolved by the judged walk
 (a link another user made leads only to that user's own files), a regular file only, opened
 O_NOFOLLOW|O_NONBLOCK. The first read answers the file's identity; every later read of the
 same copy passes it back and is refused when the file opened is not that one any more
