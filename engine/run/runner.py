@@ -253,27 +253,28 @@ class Runner:
         """Close the connections: that ends the commands still running on them."""
         if self._warm is not None:
             self._drop_warm_connections()
-        for conn in list(self._connections.values()):
-            problem = _close(conn)
-            if problem:
-                self.emit(Notice("warning", f"closing connection failed: {problem}"))
+        self._close_all(list(self._connections.values()))
 
-    def close(self) -> None:
-        """Release the locks, then close the connections, ``forks`` hosts at a time: each is
-        a round trip to its host, and one after the other they added up at fleet size."""
-        if self._interrupted.is_set():
-            self._drop_warm_connections()  # an interrupt ends running commands on borrowed ones too
-        if self._forks is not None:
-            self._forks.shutdown(wait=False, cancel_futures=True)  # an interrupt closes under running forks
-            self._forks = None
-        self._locks.release_all(self.options.forks)
-        conns = [] if self._warm is not None else list(self._connections.values())
+    def _close_all(self, conns: list[Connection]) -> None:
+        """Close connections ``forks`` at a time: each is a round trip to its host, and one
+        after the other they added up at fleet size (and after an interrupt on a loaded
+        machine)."""
         if not conns:
             return
         with ThreadPoolExecutor(max_workers=max(1, min(self.options.forks, len(conns)))) as pool:
             for problem in pool.map(_close, conns):
                 if problem:
                     self.emit(Notice("warning", f"closing connection failed: {problem}"))
+
+    def close(self) -> None:
+        """Release the locks, then close the connections."""
+        if self._interrupted.is_set():
+            self._drop_warm_connections()  # an interrupt ends running commands on borrowed ones too
+        if self._forks is not None:
+            self._forks.shutdown(wait=False, cancel_futures=True)  # an interrupt closes under running forks
+            self._forks = None
+        self._locks.release_all(self.options.forks)
+        self._close_all([] if self._warm is not None else list(self._connections.values()))
 
     # ---- the run -----------------------------------------------------------------
     def run(self, playbook: Playbook) -> int:

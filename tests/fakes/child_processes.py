@@ -44,6 +44,7 @@ def output_of_stopped(proc: subprocess.Popen[str], timeout_s: float) -> tuple[st
         out, err = proc.communicate(timeout=10)
     except subprocess.TimeoutExpired:
         out, err = "", "(no stacks: the process did not end on SIGABRT)"
+    out, err = out or "", err or ""  # None: the stream was not piped (stderr into stdout)
     for each in tree:
         with contextlib.suppress(psutil.NoSuchProcess):
             each.kill()
