@@ -4,7 +4,7 @@ were three tests and three servers).
 
 `rigger run playbooks/demo_cpu.yml --check` first (it launches nothing and writes no
 state), `./scripts/demo.sh`, `. .venv/bin/activate`, the two curl commands, a second run
-(changed=0, same server, the benchmark measured again), the stop command; then the README's
+(changed=0, same server), the stop command; then the README's
 `rigger plan ... -o plan.json` and `rigger apply plan.json` from another directory (every
 reviewed step applied, the server started again, nothing refused as drifted), the stop
 again, then `bash scripts/clean.sh`.
@@ -100,6 +100,8 @@ def test_demo_check_activate_query_rerun_stop_plan_apply_clean_as_the_readme_say
 
     demo = sh(f"{readme_line('./scripts/demo.sh')} {extra}", checkout)
     assert demo.returncode == 0, demo.stdout[-4000:] + demo.stderr[-4000:]
+    # check_serving fails on any error or below min_tokens_per_s (1): failed=0 and the figure
+    # printed is the benchmark's proof
     assert "output tokens/s" in demo.stdout and "failed=0" in demo.stdout
     record = json.loads((state_dir / "demo-tiny-llama.json").read_text())
     pid = int(record["pid"])
@@ -123,8 +125,6 @@ def test_demo_check_activate_query_rerun_stop_plan_apply_clean_as_the_readme_say
     recap = jsonl(again)[-1]
     assert recap["event"] == "recap" and recap["hosts"]["localhost"]["changed"] == 0, again.stdout[-3000:]
     assert json.loads((state_dir / "demo-tiny-llama.json").read_text())["pid"] == pid
-    (bench,) = [e["data"] for e in jsonl(again) if e.get("task") == "Measure it"]
-    assert bench["errors"] == 0 and bench["tokens_per_s"] > 1, bench
 
     stop = sh(f"{activate} && {readme_line('rigger run playbooks/demo_cpu.yml -e serve_state=stopped')} {extra}",
               checkout)  # fmt: skip
