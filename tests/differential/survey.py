@@ -13,9 +13,13 @@ Rows:
 - refused, named: Ansible accepts, rigger refuses naming what it deliberately lacks (a
   module, collection, keyword or lookup "not available in rigger" / "not supported");
 - refused misleadingly: Ansible accepts, rigger refuses for any other reason (a "did you
-  mean", a missing file Ansible finds, a traceback);
+  mean", a missing file Ansible finds);
 - accepted wrongly: Ansible refuses, rigger accepts;
+- crash: rigger failed with a bug of its own ("unexpected error (a bug in rigger)", a
+  traceback), whatever Ansible answered;
 - refused by both: the playbook is broken for Ansible too (a missing galaxy role).
+
+Below the table, the rows of each corpus folder (one project) and the refusals by reason.
 
 Needs the real ansible-core venv (.venv-ansible, scripts/ci/setup_ansible.sh).
 """
@@ -42,7 +46,11 @@ NAMED = re.compile(r"not available in rigger|not supported|rigger has no |rigger
 # an empty ansible.cfg: no user's or machine's configuration changes Ansible's answer
 EMPTY_CFG = str(Path(tempfile.mkdtemp(prefix="survey-")) / "ansible.cfg")
 Path(EMPTY_CFG).write_text("[defaults]\n")
-ROWS = ("accepted", "refused, named", "refused misleadingly", "accepted wrongly", "refused by both")
+# rigger's words for a bug of its own (engine/cli.py's last resort) or a raw traceback
+CRASH = re.compile(r"unexpected error \(a bug in rigger\)|Traceback \(most recent call last\)")
+ROWS = ("accepted", "accepted wrongly", "refused, named", "refused misleadingly", "crash", "refused by both")
+# the rows' column heads in the table of each corpus folder
+COLUMNS = ("accepted", "wrongly", "named", "mislead.", "crash", "both")
 
 
 def playbooks(selected: list[str]) -> Iterator[Path]:
@@ -75,11 +83,13 @@ def rigger_accepts(playbook: Path) -> tuple[bool, str]:
 
 
 def classify(ansible_ok: bool, rigger_ok: bool, rigger_says: str) -> str:
+    if CRASH.search(rigger_says):
+        return "crash"
     if ansible_ok and rigger_ok:
         return "accepted"
     if not ansible_ok:
         return "accepted wrongly" if rigger_ok else "refused by both"
-    if NAMED.search(rigger_says) and "Traceback" not in rigger_says and "did you mean" not in rigger_says:
+    if NAMED.search(rigger_says) and "did you mean" not in rigger_says:
         return "refused, named"
     return "refused misleadingly"
 
@@ -90,14 +100,16 @@ def main() -> int:
     parser.add_argument("playbooks", nargs="*")
     options = parser.parse_args()
     counts: Counter[str] = Counter()
+    by_folder: dict[str, Counter[str]] = {}
     reasons: Counter[str] = Counter()
     for playbook in playbooks(options.playbooks):
         ansible_ok, ansible_says = ansible_accepts(playbook)
         rigger_ok, rigger_says = rigger_accepts(playbook)
         row = classify(ansible_ok, rigger_ok, rigger_says)
         counts[row] += 1
+        by_folder.setdefault(_folder(playbook), Counter())[row] += 1
         last = rigger_says.splitlines()[-1] if rigger_says else ""
-        if row.startswith("refused") and row != "refused by both":
+        if row in ("refused, named", "refused misleadingly", "crash"):
             reasons[f"{row}: {_reason(last)}"] += 1
         if options.verbose:
             name = playbook.relative_to(CORPUS) if playbook.is_relative_to(CORPUS) else playbook
@@ -109,11 +121,19 @@ def main() -> int:
     for row in ROWS:
         print(f"{row:22} {counts[row]:>9} {counts[row] / max(total, 1):>6.0%}")
     print(f"{'total':22} {total:>9}")
+    print(f"\n{'folder':18} " + " ".join(f"{column:>8}" for column in COLUMNS))
+    for folder, folder_counts in sorted(by_folder.items()):
+        print(f"{folder:18} " + " ".join(f"{folder_counts[row]:>8}" for row in ROWS))
     if reasons:
         print("\nrefusals by reason:")
         for reason, count in reasons.most_common():
             print(f"  {count:3}  {reason}")
     return 0
+
+
+def _folder(playbook: Path) -> str:
+    """The corpus folder (project) a playbook belongs to; its own folder's name elsewhere."""
+    return playbook.relative_to(CORPUS).parts[0] if playbook.is_relative_to(CORPUS) else playbook.parent.name
 
 
 def _reason(message: str) -> str:

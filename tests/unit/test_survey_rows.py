@@ -45,6 +45,13 @@ from tests.differential.survey import classify
             "ERROR: s.yml:6: task 'x' uses undefined variable 'software_remove_packages'",
             "refused misleadingly",
         ),
+        (
+            True,
+            False,
+            "ERROR: unexpected error (a bug in rigger): KeyError: 'name'",
+            "crash",
+        ),
+        (False, False, "Traceback (most recent call last):\n  File ...\nKeyError: 'name'", "crash"),
         (False, True, "p.yml: valid", "accepted wrongly"),
         (False, False, "ERROR: unknown module 'docker_login'", "refused by both"),
     ],
