@@ -7,5 +7,6 @@ run lock for a run.
 
 May import: engine.errors, engine.yamlload, engine.model, engine.registry, engine.facts,
 engine.probes, engine.connection, engine.runlock, engine.templating, engine.inventory,
-engine.playbook, engine.module_api, engine.output, engine.mask, engine.controller_files.
+engine.playbook, engine.module_api, engine.output, engine.mask, engine.controller_files,
+engine.schema_words.
 """

@@ -23,6 +23,16 @@ def wait_for_child(parent: psutil.Process, name: str, timeout_s: float = 60) -> 
     raise AssertionError(f"{name} never started under pid {parent.pid}")
 
 
+def as_a_terminal_starts_it() -> None:
+    """``preexec_fn`` for a process a test will stop with a signal: SIGINT, SIGTERM and SIGHUP
+    at their defaults, as for a command typed at a terminal. A test session started in the
+    background of a non-interactive shell ignores SIGINT, and an ignored signal stays
+    ignored across exec (rigger keeps it so on purpose, as nohup means): without this the
+    Ctrl-C tests would test that case instead."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 # A Python process started with this in its environment writes every thread's stack to
 # its stderr when it gets SIGABRT (faulthandler): what a run that does not stop was doing.
 STACKS_ON_ABORT = {"PYTHONFAULTHANDLER": "1"}

@@ -22,8 +22,18 @@ from modules.serving import serve_vllm
 
 
 def args_for(tmp_path: Path, **extra: Any) -> dict[str, Any]:
+    """The module's arguments on a port nothing listens on (the README's demo may serve on
+    the default 8000 here)."""
     spec = registry.get("serve_vllm")
-    return spec.with_defaults({"name": "t", "model": "/models/x", "state_dir": str(tmp_path / "state"), **extra})
+    base = {"name": "t", "model": "/models/x", "state_dir": str(tmp_path / "state"), "port": _free_port()}
+    return spec.with_defaults({**base, **extra})
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 @pytest.mark.parametrize("key", ["model", "served_model_name", "host", "dtype", "kv_cache_dtype", "attention_backend"])
@@ -67,9 +77,7 @@ def test_a_hung_collective_smoke_test_refuses_the_start_before_anything_is_stopp
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
-    with socket.socket() as sock:  # a port no one holds: the kernel's choice
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = _free_port()
     standin = Path(__file__).resolve().parents[1] / "fakes" / "standin_torch"
     args = args_for(
         tmp_path,

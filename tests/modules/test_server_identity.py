@@ -10,9 +10,22 @@ whose processes are decoys with vLLM's process titles (`exec -a`).
 
 from __future__ import annotations
 
+import socket
 import textwrap
 
 from decoyns import run_in_decoy_namespace
+
+
+def _free_port() -> int:
+    """A port nothing listens on now (the kernel's choice): the cases share this machine's
+    network, where the README's demo may serve on 8000."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+PORT = _free_port()
 
 # A decoy session: its leader (pid D) exits at once, leaving a vLLM-like child in session D.
 # The state file then says what a dead rigger server said once the kernel handed its pid and
@@ -40,7 +53,7 @@ REUSED_SESSION = textwrap.dedent("""
             time.sleep(0.01)
         raise SystemExit("the decoy never started")
     launcher = subprocess.Popen(
-        ["bash", "-c", "(exec -a 'python -m vllm.entrypoints.openai.api_server --port 8000' sleep 300) & exit 0"],
+        ["bash", "-c", "(exec -a 'python -m vllm.entrypoints.openai.api_server --port PORT' sleep 300) & exit 0"],
         start_new_session=True,
     )
     stranger = child_of_session(launcher.pid)
@@ -48,11 +61,11 @@ REUSED_SESSION = textwrap.dedent("""
     os.makedirs("/srv/state", exist_ok=True)
     def record(**extra):
         base = {"pid": launcher.pid, "sid": launcher.pid, "start_time": start_time(stranger) - 1,
-                "port": 8000, "spec_hash": "0" * 64, "log_path": "/srv/state/s.log"}
+                "port": PORT, "spec_hash": "0" * 64, "log_path": "/srv/state/s.log"}
         write("/srv/state/s.json", json.dumps({**base, **extra}))
-""")
+""").replace("PORT", str(PORT))
 
-SERVE_STOPPED = {"name": "s", "model": "/srv/model", "state": "stopped", "state_dir": "/srv/state", "port": 8000}
+SERVE_STOPPED = {"name": "s", "model": "/srv/model", "state": "stopped", "state_dir": "/srv/state", "port": PORT}
 
 
 def test_serve_vllm_never_stops_a_process_that_reuses_the_recorded_session_id() -> None:
@@ -78,10 +91,12 @@ def test_an_identity_recorded_on_another_boot_names_nothing() -> None:
         REUSED_SESSION
         + textwrap.dedent("""
         write("/srv/state/s.json", json.dumps({"pid": stranger, "sid": launcher.pid, "start_time": start_time(stranger),
-              "boot_id": "00000000-0000-0000-0000-000000000000", "port": 8000}))
+              "boot_id": "00000000-0000-0000-0000-000000000000", "port": PORT}))
         outcome = converge("serve_vllm", SERVE_STOPPED)
         result = {"outcome": outcome, "alive": alive(stranger)}
-        """).replace("SERVE_STOPPED", repr(SERVE_STOPPED)),
+        """)
+        .replace("SERVE_STOPPED", repr(SERVE_STOPPED))
+        .replace("PORT", str(PORT)),
         pid=True,
     )
     assert result["alive"], result

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from child_processes import STACKS_ON_ABORT, output_of_stopped, wait_for_child
+from child_processes import STACKS_ON_ABORT, as_a_terminal_starts_it, output_of_stopped, wait_for_child
 from isolated_home import own_run_lock
 
 REPO = Path(__file__).resolve().parents[3]
@@ -33,6 +33,7 @@ def test_ctrl_c_ends_running_commands_reports_and_exits_99(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=as_a_terminal_starts_it,
     )
     sleeper = wait_for_child(psutil.Process(proc.pid), "sleep")
     time.sleep(0.3)
@@ -100,6 +101,7 @@ def test_every_stop_signal_takes_the_one_interrupt_path(tmp_path, rigger, signum
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=as_a_terminal_starts_it,
     )
     sleeper = _started_command(tmp_path / "h1.pid")
     proc.send_signal(signum)
@@ -145,6 +147,7 @@ def test_a_fork_waiting_between_retries_stops_at_once(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=as_a_terminal_starts_it,
     )
     deadline = time.monotonic() + 20
     while not all((tmp_path / f"{h}.pid").exists() for h in ("h1", "h2")) and time.monotonic() < deadline:
@@ -203,6 +206,7 @@ def test_a_module_waiting_on_one_host_stops_at_once(tmp_path, wait):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=as_a_terminal_starts_it,
     )
     deadline = time.monotonic() + 20
     while not (tmp_path / "started").exists() and time.monotonic() < deadline:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import sshlab
-from child_processes import STACKS_ON_ABORT, output_of_stopped
+from child_processes import STACKS_ON_ABORT, as_a_terminal_starts_it, output_of_stopped
 from sshlab import Lab
 
 pytestmark = pytest.mark.slow
@@ -330,6 +330,7 @@ def test_ctrl_c_ends_remote_commands_and_exits_99(lab, tmp_path, remote_tree) ->
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
+        preexec_fn=as_a_terminal_starts_it,
     )
     deadline = time.monotonic() + 20
     while subprocess.run(["pgrep", "-c", "-f", marker], capture_output=True, text=True).stdout.strip() != "4":
