@@ -11,7 +11,7 @@ from typing import Any
 
 import jsonschema
 
-from engine import registry, schema_words, templating
+from engine import ansible_modules, registry, schema_words, templating
 from engine.errors import TemplateError, ValidationError
 from engine.model import Block, Location, Play, Playbook, Step, Task, TaskOptions, unknown_connection, walk
 from engine.playbook import includes, kvargs, loops, unsupported
@@ -438,6 +438,9 @@ def _unknown_action(key: str, keywords: frozenset[str], collections: tuple[str, 
     if "." in key:
         collection = key.rsplit(".", 1)[0]
         return f"module '{key}' (from {collection}) is not available in rigger"
+    lacked = ansible_modules.lacked_module(key)
+    if lacked:  # Ansible's own: never "did you mean" another module
+        return lacked
     if collections:  # a short name the play's collections: would resolve in Ansible
         return (
             f"module '{key}' is not available in rigger (rigger runs its own modules only, not those of "
