@@ -148,8 +148,9 @@ class Play:
     gather_facts: bool = True
     gather_subset: tuple[str, ...] = ("all",)  # Ansible's spec, read by the setup_facts probe
     serial: tuple[int | str, ...] = ()
-    max_fail_percentage: float | None = None
-    any_errors_fatal: bool = False
+    # a template until the runner renders the play (Ansible renders these when the play runs)
+    max_fail_percentage: float | str | None = None
+    any_errors_fatal: bool | str = False
     options: TaskOptions = TaskOptions()
     role_defaults: Mapping[str, Any] = field(default_factory=dict)
     role_vars: Mapping[str, Any] = field(default_factory=dict)

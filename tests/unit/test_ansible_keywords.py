@@ -165,3 +165,36 @@ def test_an_ansible_keyword_rigger_lacks_is_named_as_one(
     run = rigger("validate", str(book))
     assert run.rc == 4 and f"{book}:{line}: {where} is not supported by rigger" in run.stderr
     assert "did you mean" not in run.stderr and "unknown" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    "keyword",
+    [
+        "any_errors_fatal: '{{ any_errors_fatal | default(true) }}'",
+        "max_fail_percentage: '{{ fail_pct | default(20) }}'",
+        "gather_facts: '{{ facts | default(false) }}'",
+        "become: '{{ use_become | default(false) }}'",
+        "no_log: '{{ quiet | default(false) }}'",
+        "serial: '{{ batch | default(1) }}'",
+    ],
+)
+def test_a_templated_play_keyword_is_valid_and_renders_at_run_time(tmp_path: Path, rigger: Any, keyword: str) -> None:
+    """Ansible renders these when the play runs; validate must not call the template 'not of type'."""
+    book = _write(tmp_path, f"- hosts: localhost\n  {keyword}\n  tasks:\n    - debug: {{msg: hi}}\n")
+    checked = rigger("validate", str(book))
+    assert checked.rc == 0, checked.stderr
+
+
+@pytest.mark.parametrize(
+    ("keyword", "said"),
+    [
+        ("any_errors_fatal: '{{ flag }}'", "any_errors_fatal: 'lots' is not a boolean"),
+        ("max_fail_percentage: '{{ flag }}'", "max_fail_percentage: 'lots' is not a number from 0 to 100"),
+    ],
+)
+def test_a_templated_play_keyword_of_the_wrong_type_names_the_play(
+    tmp_path: Path, rigger: Any, keyword: str, said: str
+) -> None:
+    book = _write(tmp_path, f"- hosts: localhost\n  gather_facts: false\n  {keyword}\n  tasks: []\n")
+    run = rigger("run", str(book), "-e", "flag=lots", *NO_LOCK)
+    assert run.rc == 4 and f"{book}:1: play 'localhost': {said}" in run.stderr
