@@ -426,6 +426,11 @@ def _action_value(data: Any, value: Any, keyword: str) -> tuple[str, Any]:
     return canonical, rest
 
 
+def _number_or_template(value: Any) -> float | str:
+    """A number keyword as written: a template stays one until the task runs (as in Ansible)."""
+    return value if isinstance(value, str) else float(value)
+
+
 def _with_args_keyword(args: Any, extra: Mapping[str, Any]) -> Any:
     if args is None or args == "":
         return dict(extra)
@@ -485,7 +490,7 @@ def _task(data: Any, inherited: TaskOptions, ctx: includes.Loading, module: str,
         failed_when=_as_tuple(data.get("failed_when")),
         until=_as_tuple(data.get("until")),
         retries=data.get("retries", 3),
-        delay_s=float(data.get("delay", 5)),
+        delay_s=_number_or_template(data.get("delay", 5)),
         notify=options.notify,
         listen=tuple(_as_tuple(data.get("listen"))),
         timeout_s=data.get("timeout"),

@@ -198,3 +198,27 @@ def test_a_templated_play_keyword_of_the_wrong_type_names_the_play(
     book = _write(tmp_path, f"- hosts: localhost\n  gather_facts: false\n  {keyword}\n  tasks: []\n")
     run = rigger("run", str(book), "-e", "flag=lots", *NO_LOCK)
     assert run.rc == 4 and f"{book}:1: play 'localhost': {said}" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("keywords", "rc", "said"),
+    [
+        # real retries: until never holds, so both attempts run and the count is registered
+        ("retries: '{{ tries }}'\n      delay: '{{ wait }}'", 2, "until not met after 2 attempts"),
+        ("retries: '{{ wait }}x'\n      delay: 0", 2, "retries: '0x' is not a whole number of 0 or more"),
+        ("retries: 1\n      delay: '{{ -1 }}'", 2, "delay: -1 is not a number of seconds of 0 or more"),
+        ("timeout: '{{ tries }}'\n      retries: 0", 2, "until not met after 1 attempts"),
+    ],
+)
+def test_templated_task_numbers_render_when_the_task_runs(
+    tmp_path: Path, rigger: Any, keywords: str, rc: int, said: str
+) -> None:
+    """Real: a command on the local connection. Ansible renders retries/delay/timeout per task."""
+    book = _write(
+        tmp_path,
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - command: 'true'\n"
+        f"      register: r\n      until: false\n      {keywords}\n",
+    )
+    assert rigger("validate", str(book)).rc == 0
+    run = rigger("run", str(book), "-e", "tries=1", "-e", "wait=0", *NO_LOCK)
+    assert run.rc == rc and said in run.stdout + run.stderr
