@@ -22,6 +22,7 @@ from engine.playbook import loops
 from engine.probes import ProbeError
 from engine.run import checkmode, permissions, quarantine, task_numbers
 from engine.templating.filters import to_bool
+from engine.templating.omit import without_omitted
 
 
 @dataclass(frozen=True)
@@ -132,11 +133,12 @@ EXPRESSION_ARGS = {"debug": "var", "assert": "that"}
 
 
 def _rendered_args(task: Task, scope: templating.Scope) -> Any:
-    """The task's arguments rendered, its expression argument checked instead (TemplateError)."""
+    """The task's arguments rendered, its expression argument checked instead (TemplateError);
+    an argument that renders to ``omit`` is left out."""
     key = EXPRESSION_ARGS.get(task.module)
     if key is None or not isinstance(task.args, Mapping) or key not in task.args:
-        return templating.render(task.args, scope)
-    rest = templating.render({k: v for k, v in task.args.items() if k != key}, scope)
+        return without_omitted(templating.render(task.args, scope))
+    rest = without_omitted(templating.render({k: v for k, v in task.args.items() if k != key}, scope))
     return {**rest, key: _expression(task, key, task.args[key], scope)}
 
 

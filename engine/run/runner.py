@@ -53,6 +53,7 @@ from engine.run.executor import ExecOptions, Outcome, PlannedStep, TaskRunner, b
 from engine.run.hostlocks import HostLocks
 from engine.templating import magicvars, taskvars
 from engine.templating.filters import to_bool
+from engine.templating.omit import without_omitted
 from engine.yamlload import load_file
 
 
@@ -901,7 +902,7 @@ class Runner:
                     # shown per item; counted once, and only when no item was included (as Ansible)
                     self.emit(HostResult(host.name, task.display_name, Status.SKIPPED, False, item=item))
                     continue
-                args = templating.render(task.args, scope.child(pinned))
+                args = without_omitted(templating.render(task.args, scope.child(pinned)))
                 found.append((args, pinned))
                 shown = args.get("file") or args.get("name")
                 result = HostResult(host.name, task.display_name, Status.OK, False, msg=f"included: {shown}", item=item)

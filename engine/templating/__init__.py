@@ -29,6 +29,7 @@ from engine.mask import DECLARED, MASK, answers, is_secret_name, nested_secret_v
 from engine.templating.filters import FILTERS, TESTS
 from engine.templating.inert import Inert
 from engine.templating.lookups import LOOKUPS, jinja_globals, lookup_name, template_lookup
+from engine.templating.omit import OMIT
 from engine.templating.sandbox import BoundedSandbox, bound_filters
 
 _SINGLE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}|\{%).)*)\}\}\s*\Z", re.DOTALL)
@@ -75,6 +76,7 @@ def _configure(env: SandboxedEnvironment) -> SandboxedEnvironment:
     # render_text is defined below; the lookup calls it when a template runs, not now
     template = template_lookup(lambda source, scope: render_text(source, scope))
     env.globals.update(jinja_globals({**LOOKUPS, "template": template}))
+    env.globals["omit"] = OMIT  # a variable everywhere, as in Ansible (engine/templating/omit.py)
     return bound_filters(env)  # engine/templating/sandbox.py: size bounds in front of growing filters
 
 
