@@ -11,10 +11,10 @@ from typing import Any
 
 import jsonschema
 
-from engine import ansible_modules, registry, schema_words, templating
+from engine import registry, schema_words, templating
 from engine.errors import TemplateError, ValidationError
 from engine.model import Block, Location, Play, Playbook, Step, Task, TaskOptions, unknown_connection, walk
-from engine.playbook import includes, kvargs, loops, unsupported
+from engine.playbook import ansible_modules, includes, kvargs, loops, unsupported
 from engine.yamlload import LocatedDict, LocatedList, line_of, load_file
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
