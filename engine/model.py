@@ -104,11 +104,12 @@ class Task:
     changed_when: tuple[Any, ...] = ()
     failed_when: tuple[Any, ...] = ()
     until: tuple[Any, ...] = ()
-    retries: int = 3
-    delay_s: float = 5.0
+    # retries, delay_s and timeout_s may be templates, rendered when the task runs
+    retries: int | str = 3
+    delay_s: float | str = 5.0
     notify: tuple[str, ...] = ()
     listen: tuple[str, ...] = ()
-    timeout_s: float | None = None
+    timeout_s: float | str | None = None
     index_var: str | None = None
     loop_label: Any = None  # loop_control.label: what output shows for each item (a template)
     include: Include | None = None
@@ -148,8 +149,9 @@ class Play:
     gather_facts: bool = True
     gather_subset: tuple[str, ...] = ("all",)  # Ansible's spec, read by the setup_facts probe
     serial: tuple[int | str, ...] = ()
-    max_fail_percentage: float | None = None
-    any_errors_fatal: bool = False
+    # a template until the runner renders the play (Ansible renders these when the play runs)
+    max_fail_percentage: float | str | None = None
+    any_errors_fatal: bool | str = False
     options: TaskOptions = TaskOptions()
     role_defaults: Mapping[str, Any] = field(default_factory=dict)
     role_vars: Mapping[str, Any] = field(default_factory=dict)

@@ -14,7 +14,7 @@ import jsonschema
 from engine import registry, schema_words, templating
 from engine.errors import TemplateError, ValidationError
 from engine.model import Block, Location, Play, Playbook, Step, Task, TaskOptions, unknown_connection, walk
-from engine.playbook import includes, kvargs, loops, unsupported
+from engine.playbook import ansible_modules, includes, kvargs, loops, unsupported
 from engine.yamlload import LocatedDict, LocatedList, line_of, load_file
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
@@ -426,6 +426,11 @@ def _action_value(data: Any, value: Any, keyword: str) -> tuple[str, Any]:
     return canonical, rest
 
 
+def _number_or_template(value: Any) -> float | str:
+    """A number keyword as written: a template stays one until the task runs (as in Ansible)."""
+    return value if isinstance(value, str) else float(value)
+
+
 def _with_args_keyword(args: Any, extra: Mapping[str, Any]) -> Any:
     if args is None or args == "":
         return dict(extra)
@@ -438,6 +443,9 @@ def _unknown_action(key: str, keywords: frozenset[str], collections: tuple[str, 
     if "." in key:
         collection = key.rsplit(".", 1)[0]
         return f"module '{key}' (from {collection}) is not available in rigger"
+    lacked = ansible_modules.lacked_module(key)
+    if lacked:  # Ansible's own: never "did you mean" another module
+        return lacked
     if collections:  # a short name the play's collections: would resolve in Ansible
         return (
             f"module '{key}' is not available in rigger (rigger runs its own modules only, not those of "
@@ -482,7 +490,7 @@ def _task(data: Any, inherited: TaskOptions, ctx: includes.Loading, module: str,
         failed_when=_as_tuple(data.get("failed_when")),
         until=_as_tuple(data.get("until")),
         retries=data.get("retries", 3),
-        delay_s=float(data.get("delay", 5)),
+        delay_s=_number_or_template(data.get("delay", 5)),
         notify=options.notify,
         listen=tuple(_as_tuple(data.get("listen"))),
         timeout_s=data.get("timeout"),

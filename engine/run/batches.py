@@ -29,7 +29,7 @@ class Limits:
         if self.play.any_errors_fatal:
             return True
         if self.play.max_fail_percentage is not None:
-            return failed * 100.0 / self.batch_size > self.play.max_fail_percentage
+            return failed * 100.0 / self.batch_size > float(self.play.max_fail_percentage)
         return failed == self.batch_size
 
     def reason(self, hosts: Sequence[_HostState]) -> str:
@@ -38,7 +38,7 @@ class Limits:
             return "any_errors_fatal: a host failed, stopping the play"
         if self.play.max_fail_percentage is not None:
             pct = failed * 100.0 / self.batch_size
-            limit = self.play.max_fail_percentage
+            limit = float(self.play.max_fail_percentage)
             return (
                 f"max_fail_percentage {limit:g}% exceeded ({failed}/{self.batch_size} = {pct:.0f}%), stopping the play"
             )

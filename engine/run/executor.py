@@ -20,8 +20,9 @@ from engine.module_api import Change, Diff, Effect, Result, Starts, Stops, TaskC
 from engine.output.events import HostResult, Status
 from engine.playbook import loops
 from engine.probes import ProbeError
-from engine.run import checkmode, permissions, quarantine
+from engine.run import checkmode, permissions, quarantine, task_numbers
 from engine.templating.filters import to_bool
+from engine.templating.omit import without_omitted
 
 
 @dataclass(frozen=True)
@@ -132,11 +133,12 @@ EXPRESSION_ARGS = {"debug": "var", "assert": "that"}
 
 
 def _rendered_args(task: Task, scope: templating.Scope) -> Any:
-    """The task's arguments rendered, its expression argument checked instead (TemplateError)."""
+    """The task's arguments rendered, its expression argument checked instead (TemplateError);
+    an argument that renders to ``omit`` is left out."""
     key = EXPRESSION_ARGS.get(task.module)
     if key is None or not isinstance(task.args, Mapping) or key not in task.args:
-        return templating.render(task.args, scope)
-    rest = templating.render({k: v for k, v in task.args.items() if k != key}, scope)
+        return without_omitted(templating.render(task.args, scope))
+    rest = without_omitted(templating.render({k: v for k, v in task.args.items() if k != key}, scope))
     return {**rest, key: _expression(task, key, task.args[key], scope)}
 
 
@@ -375,7 +377,12 @@ class TaskRunner:
                 return _Attempt(status=Status.SKIPPED, changed=False, msg="condition was false")
         except TemplateError as exc:
             return _failed(f"task '{self.task.display_name}' ({self.task.location}): when: {exc}")
-        attempts = self.task.retries + 1 if self.task.until else 1
+        try:
+            retries = task_numbers.rendered_count(self.task.retries, "retries", scope) if self.task.until else 0
+            delay_s = task_numbers.rendered_seconds(self.task.delay_s, "delay", scope) if self.task.until else 0.0
+        except (TemplateError, ValueError) as exc:
+            return _failed(f"task '{self.task.display_name}' ({self.task.location}): {exc}")
+        attempts = retries + 1 if self.task.until else 1
         attempt = _failed("no attempt made")
         for number in range(1, attempts + 1):
             attempt = self._judged(self._attempt(scope), scope)
@@ -386,8 +393,8 @@ class TaskRunner:
             if self._holds(self.task.until, attempt, scope):
                 return attempt
             if number < attempts:
-                self.progress(f"retrying ({number}/{self.task.retries}): until not met")
-                self._pause(self.task.delay_s)
+                self.progress(f"retrying ({number}/{retries}): until not met")
+                self._pause(delay_s)
         return replace(
             attempt,
             status=Status.FAILED,
@@ -440,6 +447,11 @@ class TaskRunner:
             environment = merged_environment(task.options.environment, scope)
             become_user = become_user_of(task.options, scope, self.options.become_user)
             become = become_target(become_of(task.options, scope), become_user)
+            timeout_s = (
+                None
+                if task.timeout_s is None
+                else task_numbers.rendered_seconds(task.timeout_s, "timeout", scope, zero_ok=False)
+            )
             method = scope.get("ansible_become_method")
             if become and method not in (None, "sudo"):  # the keyword is refused by validate
                 raise ValueError(f"ansible_become_method {method!r} is not supported (rigger becomes users with sudo)")
@@ -464,7 +476,7 @@ class TaskRunner:
             TaskScope(
                 become=become,
                 environment={k: str(v) for k, v in environment.items()},
-                timeout_s=task.timeout_s,
+                timeout_s=timeout_s,
                 stop=self.options.stop,
             ),
             touched=self.touched,
@@ -476,7 +488,7 @@ class TaskRunner:
             facts=scope.get("facts", {}),
             vars=scope,
             task_name=task.display_name,
-            timeout_s=task.timeout_s,
+            timeout_s=timeout_s,
             progress=self.progress,
             connect=self.options.connect,
         )

@@ -53,6 +53,7 @@ from engine.run.executor import ExecOptions, Outcome, PlannedStep, TaskRunner, b
 from engine.run.hostlocks import HostLocks
 from engine.templating import magicvars, taskvars
 from engine.templating.filters import to_bool
+from engine.templating.omit import without_omitted
 from engine.yamlload import load_file
 
 
@@ -365,6 +366,8 @@ class Runner:
             for item in (value if isinstance(value, list) else [value])
         ]
         gather = self._play_keyword(play, play.gather_facts, play_vars, "gather_facts")
+        fatal = self._play_keyword(play, play.any_errors_fatal, play_vars, "any_errors_fatal")
+        fail_pct = self._play_keyword(play, play.max_fail_percentage, play_vars, "max_fail_percentage")
         pattern = ":".join(map(str, hosts)) if isinstance(hosts, list) else str(hosts)
         name = play.name
         if name == play.hosts:  # an unnamed play is named by its (rendered) hosts
@@ -378,6 +381,8 @@ class Runner:
             hosts=pattern,
             serial=tuple(_serial_value(play, v) for v in serial),
             gather_facts=to_bool(gather),
+            any_errors_fatal=_flag_value(play, "any_errors_fatal", fatal),
+            max_fail_percentage=_percentage_value(play, fail_pct),
         )
 
     def _select(self, play: Play) -> list[str]:
@@ -897,7 +902,7 @@ class Runner:
                     # shown per item; counted once, and only when no item was included (as Ansible)
                     self.emit(HostResult(host.name, task.display_name, Status.SKIPPED, False, item=item))
                     continue
-                args = templating.render(task.args, scope.child(pinned))
+                args = without_omitted(templating.render(task.args, scope.child(pinned)))
                 found.append((args, pinned))
                 shown = args.get("file") or args.get("name")
                 result = HostResult(host.name, task.display_name, Status.OK, False, msg=f"included: {shown}", item=item)
@@ -1011,6 +1016,37 @@ class Runner:
         except KeyError:
             return host.data  # not an inventory host: Ansible keeps the facts nowhere either
         return self._data_of(name)
+
+
+def _flag_value(play: Play, key: str, value: Any) -> bool:
+    """A rendered boolean play keyword: Ansible's true/false words, or a clear refusal."""
+    if isinstance(value, bool):
+        return value
+    if str(value).strip().lower() in _BOOL_WORDS:
+        return to_bool(value)
+    raise ValidationError(
+        f"play '{play.name}': {key}: {value!r} is not a boolean", file=play.location.file, line=play.location.line
+    )
+
+
+def _percentage_value(play: Play, value: Any) -> float | None:
+    """A rendered ``max_fail_percentage``: a number from 0 to 100 (None: not set)."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = -1.0
+    if isinstance(value, bool) or not 0 <= number <= 100:
+        raise ValidationError(
+            f"play '{play.name}': max_fail_percentage: {value!r} is not a number from 0 to 100",
+            file=play.location.file,
+            line=play.location.line,
+        )
+    return number
+
+
+_BOOL_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0", "y", "n", "t", "f"})
 
 
 def _serial_value(play: Play, value: Any) -> int | str:

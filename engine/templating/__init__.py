@@ -29,6 +29,7 @@ from engine.mask import DECLARED, MASK, answers, is_secret_name, nested_secret_v
 from engine.templating.filters import FILTERS, TESTS
 from engine.templating.inert import Inert
 from engine.templating.lookups import LOOKUPS, jinja_globals, lookup_name, template_lookup
+from engine.templating.omit import OMIT
 from engine.templating.sandbox import BoundedSandbox, bound_filters
 
 _SINGLE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}|\{%).)*)\}\}\s*\Z", re.DOTALL)
@@ -75,6 +76,7 @@ def _configure(env: SandboxedEnvironment) -> SandboxedEnvironment:
     # render_text is defined below; the lookup calls it when a template runs, not now
     template = template_lookup(lambda source, scope: render_text(source, scope))
     env.globals.update(jinja_globals({**LOOKUPS, "template": template}))
+    env.globals["omit"] = OMIT  # a variable everywhere, as in Ansible (engine/templating/omit.py)
     return bound_filters(env)  # engine/templating/sandbox.py: size bounds in front of growing filters
 
 
@@ -241,6 +243,8 @@ class Scope(Mapping[str, Any]):
             return self._resolve(key)
         if key in _TEXT.globals:
             return _TEXT.globals[key]
+        if key == "vars":  # Ansible's magic ``vars``: every variable in scope, read through this scope
+            return ScopeVars(self)
         raise KeyError(key)
 
     def _declared(self) -> frozenset[str]:
@@ -283,13 +287,34 @@ class Scope(Mapping[str, Any]):
         return key not in self._override and key in self._data
 
     def __contains__(self, key: object) -> bool:
-        return key in self._pinned or key in self._data or key in self._templated or key in _TEXT.globals
+        scoped = key in self._pinned or key in self._data or key in self._templated
+        return scoped or key in _TEXT.globals or key == "vars"
 
     def __iter__(self) -> Iterator[str]:
         yield from dict.fromkeys([*self._templated, *self._data, *self._pinned])
 
     def __len__(self) -> int:
         return len(set(self._templated) | set(self._data) | set(self._pinned))
+
+
+class ScopeVars(Mapping[str, Any]):
+    """``vars``: the scope's variables as one mapping (``item in vars``, ``vars[name]``);
+    each read goes through the scope, so it renders, masks and marks host data as any read."""
+
+    def __init__(self, scope: Scope):
+        self._scope = scope
+
+    def __getitem__(self, key: str) -> Any:
+        return self._scope[key]
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key != "vars" and key in self._scope
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._scope)
+
+    def __len__(self) -> int:
+        return len(self._scope)
 
 
 class RenderedOnRead(Mapping[str, Any]):

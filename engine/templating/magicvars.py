@@ -42,6 +42,7 @@ MAGIC_VARIABLES = frozenset(
         "ansible_version",
         "inventory_dir",
         "inventory_file",
+        "vars",  # the variables in scope (engine/templating Scope answers it)
     }
 )
 # The Ansible whose semantics rigger follows (checked by the differential suite against it).

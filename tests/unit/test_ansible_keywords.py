@@ -165,3 +165,60 @@ def test_an_ansible_keyword_rigger_lacks_is_named_as_one(
     run = rigger("validate", str(book))
     assert run.rc == 4 and f"{book}:{line}: {where} is not supported by rigger" in run.stderr
     assert "did you mean" not in run.stderr and "unknown" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    "keyword",
+    [
+        "any_errors_fatal: '{{ any_errors_fatal | default(true) }}'",
+        "max_fail_percentage: '{{ fail_pct | default(20) }}'",
+        "gather_facts: '{{ facts | default(false) }}'",
+        "become: '{{ use_become | default(false) }}'",
+        "no_log: '{{ quiet | default(false) }}'",
+        "serial: '{{ batch | default(1) }}'",
+    ],
+)
+def test_a_templated_play_keyword_is_valid_and_renders_at_run_time(tmp_path: Path, rigger: Any, keyword: str) -> None:
+    """Ansible renders these when the play runs; validate must not call the template 'not of type'."""
+    book = _write(tmp_path, f"- hosts: localhost\n  {keyword}\n  tasks:\n    - debug: {{msg: hi}}\n")
+    checked = rigger("validate", str(book))
+    assert checked.rc == 0, checked.stderr
+
+
+@pytest.mark.parametrize(
+    ("keyword", "said"),
+    [
+        ("any_errors_fatal: '{{ flag }}'", "any_errors_fatal: 'lots' is not a boolean"),
+        ("max_fail_percentage: '{{ flag }}'", "max_fail_percentage: 'lots' is not a number from 0 to 100"),
+    ],
+)
+def test_a_templated_play_keyword_of_the_wrong_type_names_the_play(
+    tmp_path: Path, rigger: Any, keyword: str, said: str
+) -> None:
+    book = _write(tmp_path, f"- hosts: localhost\n  gather_facts: false\n  {keyword}\n  tasks: []\n")
+    run = rigger("run", str(book), "-e", "flag=lots", *NO_LOCK)
+    assert run.rc == 4 and f"{book}:1: play 'localhost': {said}" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("keywords", "rc", "said"),
+    [
+        # real retries: until never holds, so both attempts run and the count is registered
+        ("retries: '{{ tries }}'\n      delay: '{{ wait }}'", 2, "until not met after 2 attempts"),
+        ("retries: '{{ wait }}x'\n      delay: 0", 2, "retries: '0x' is not a whole number of 0 or more"),
+        ("retries: 1\n      delay: '{{ -1 }}'", 2, "delay: -1 is not a number of seconds of 0 or more"),
+        ("timeout: '{{ tries }}'\n      retries: 0", 2, "until not met after 1 attempts"),
+    ],
+)
+def test_templated_task_numbers_render_when_the_task_runs(
+    tmp_path: Path, rigger: Any, keywords: str, rc: int, said: str
+) -> None:
+    """Real: a command on the local connection. Ansible renders retries/delay/timeout per task."""
+    book = _write(
+        tmp_path,
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - command: 'true'\n"
+        f"      register: r\n      until: false\n      {keywords}\n",
+    )
+    assert rigger("validate", str(book)).rc == 0
+    run = rigger("run", str(book), "-e", "tries=1", "-e", "wait=0", *NO_LOCK)
+    assert run.rc == rc and said in run.stdout + run.stderr

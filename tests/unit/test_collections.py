@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 
 def _collection_role(root: Path, fqcn: str) -> None:
     namespace, name, role = fqcn.split(".")
@@ -58,3 +60,30 @@ def test_a_short_module_name_under_collections_names_them(tmp_path: Path, rigger
     run = rigger("validate", str(book), env={"HOME": str(tmp_path)})
     assert run.rc == 4 and "did you mean" not in run.stderr
     assert f"{book}:4: module 'dcgm_diag' is not available in rigger" in run.stderr and "nvidia.gpu" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("action", "named"),
+    [
+        ("rpm_key", "module 'rpm_key' is an Ansible module not available in rigger"),
+        ("package_facts", "module 'package_facts' is an Ansible module not available in rigger"),
+        ("pause", "module 'pause' is an Ansible module not available in rigger"),
+        ("timezone", "module 'timezone' is an Ansible module not available in rigger (Ansible routes it to"),
+    ],
+)
+def test_an_ansible_module_rigger_lacks_is_named_never_a_did_you_mean(
+    tmp_path: Path, rigger: Any, action: str, named: str
+) -> None:
+    """A module ansible-core 2.19 ships (or routes a bare name of to a collection) is named
+    as one rigger lacks; "did you mean 'apt_key'" would send the user to another module."""
+    book = tmp_path / "site.yml"
+    book.write_text(f"- hosts: localhost\n  tasks:\n    - {action}: {{}}\n")
+    run = rigger("validate", str(book), env={"HOME": str(tmp_path)})
+    assert run.rc == 4 and f"{book}:3: {named}" in run.stderr and "did you mean" not in run.stderr
+
+
+def test_a_name_ansible_does_not_know_still_gets_did_you_mean(tmp_path: Path, rigger: Any) -> None:
+    book = tmp_path / "site.yml"
+    book.write_text("- hosts: localhost\n  tasks:\n    - lineinfle: {path: /x, line: y}\n")
+    run = rigger("validate", str(book), env={"HOME": str(tmp_path)})
+    assert run.rc == 4 and "unknown module or task keyword 'lineinfle' (did you mean 'lineinfile'?)" in run.stderr

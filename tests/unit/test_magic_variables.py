@@ -28,3 +28,21 @@ def test_every_magic_variable_validates_and_renders(tmp_path: Path, rigger: Any)
     results = run.results()
     assert len(results) == len(MAGIC_VARIABLES) and run.rc == 0, run.stdout + run.stderr
     assert all(r["data"]["msg"] is True for r in results), results
+
+
+def test_vars_is_the_host_s_variables_in_scope(tmp_path: Path, rigger: Any) -> None:
+    """``vars``: Ansible's dict of the variables in scope, read with ``in`` and ``[]``; a
+    variable that cannot render yet (``later``) is not rendered by reading another."""
+    book = tmp_path / "vars.yml"
+    book.write_text(
+        "- hosts: localhost\n  gather_facts: false\n"
+        '  vars: {port: 8000, wanted: [port, absent], later: "{{ 1 // 0 }}"}\n  tasks:\n'
+        '    - debug: {msg: "{{ item }}"}\n      loop: "{{ wanted }}"\n      when: item not in vars\n'
+        "    - debug: {msg: \"{{ vars['port'] + 1 }} {{ 'port' in vars }} {{ vars.extra }}\"}\n"
+    )
+    assert rigger("validate", str(book)).rc == 0
+    run = rigger("run", str(book), "--output", "jsonl", "-e", "rigger_run_lock=false", "-e", "extra=x")
+    results = run.results()
+    assert run.rc == 0, run.stdout + run.stderr
+    shown = [r["data"].get("msg") for r in results if r["status"] == "ok"]
+    assert shown == ["absent", "8001 True x"], results

@@ -116,3 +116,36 @@ def test_attribute_of_undefined_is_undefined_not_an_error():
 def test_backslashes_in_expression_literals_are_kept():
     """As Ansible: regex_replace('(\\w+) (\\w+)', '\\2 \\1') swaps words (case filters-tests)."""
     assert render("{{ 'Hello World' | regex_replace('(\\w+) (\\w+)', '\\2 \\1') }}", scope({})) == "World Hello"
+
+
+@pytest.mark.parametrize(
+    ("args", "kept"),
+    [
+        ({"path": "/x", "mode": "{{ m | default(omit) }}"}, {"path": "/x"}),
+        ({"path": "/x", "mode": "{{ 'a' | ternary(omit, '0600') }}"}, {"path": "/x"}),
+        ({"path": "/x", "mode": "{{ omit if c else '0600' }}"}, {"path": "/x"}),
+        ({"path": "/x", "mode": "{{ omit if not c else '0600' }}"}, {"path": "/x", "mode": "0600"}),
+        ({"opts": ["a", "{{ omit }}", "b"], "env": {"K": "{{ omit }}", "L": 1}}, {"opts": ["a", "b"], "env": {"L": 1}}),
+    ],
+)
+def test_an_argument_that_renders_to_omit_is_dropped(args, kept):
+    """``omit`` is a variable wherever a template reads it (as in Ansible); an argument, list
+    item or mapping entry whose value renders to it is left out of the module's arguments."""
+    from engine.templating.omit import without_omitted
+
+    assert without_omitted(render(args, scope({"c": True}))) == kept
+
+
+def test_omit_is_defined_at_validate_and_drops_the_argument_at_run_time(tmp_path, rigger):
+    """Real: the rigger CLI runs the file module on this machine's local connection."""
+    target = tmp_path / "made"
+    book = tmp_path / "site.yml"
+    book.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        f"    - file: {{path: {target}, state: touch, mode: \"{{{{ 'x' | ternary(omit, '0600') }}}}\"}}\n"
+        f"    - file: {{path: {target}, owner: \"{{{{ omit if true else 'nobody' }}}}\"}}\n"
+    )
+    assert rigger("validate", str(book)).rc == 0
+    run = rigger("run", str(book), "-e", "rigger_run_lock=false")
+    assert run.rc == 0, run.stderr
+    assert target.exists() and target.stat().st_mode & 0o777 != 0o600 and target.owner() == "root"
