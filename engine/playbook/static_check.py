@@ -63,6 +63,29 @@ def _guarded(tree: nodes.Template) -> set[str]:
     return {name for name in names if name}
 
 
+def _when_defined(task: Task) -> set[str]:
+    """Names the task's ``when`` tests with ``is defined``: Ansible judges ``when`` before it
+    renders anything else, so where such a name is missing the task is skipped and its
+    arguments never read it (``name: "{{ pkgs }}"`` with ``when: pkgs is defined``)."""
+    names: set[str] = set()
+    for condition in task.options.when:
+        if isinstance(condition, str):
+            names |= _defined_tests(condition)
+    return names
+
+
+@lru_cache(maxsize=4096)
+def _defined_tests(condition: str) -> frozenset[str]:
+    text = condition if templating.is_template(condition) else "{{ " + condition + " }}"
+    try:
+        tree = templating.environment().parse(text)
+    except jinja2.TemplateError:
+        return frozenset()
+    negated = {id(node.node) for node in tree.find_all(nodes.Not)}
+    tests = (t for t in tree.find_all(nodes.Test) if t.name == "defined" and id(t) not in negated)
+    return frozenset(name for name in (_base_name(t.node) for t in tests) if name)
+
+
 def names_read(source: str, condition: bool = False, guarded_too: bool = False) -> set[str]:
     """The variables a template reads (a copy: callers may change it)."""
     return set(_names_read(source, condition, guarded_too))
@@ -154,7 +177,7 @@ def check(book: Playbook, inventory: Inventory, extra: Mapping[str, Any]) -> Non
         for name, value in play.vars.items():
             _check_text_set(_strings(value), known, play.location.file, play.location.line, f"play variable '{name}'")
         for task, enclosing in walk(play.tasks + play.handlers):
-            local = known | enclosing | _task_names(task)
+            local = known | enclosing | _task_names(task) | _when_defined(task)
             if task.module in ("debug",) and isinstance(task.args, Mapping) and "var" in task.args:
                 _check_names(names_read(str(task.args["var"]), True), local, task)
             for text, condition in _reads(task):

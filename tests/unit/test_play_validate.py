@@ -129,3 +129,30 @@ def test_known_filters_and_lookups_in_assert_pass(tmp_path):
         "          - lookup('env', 'HOME') is string\n"
     )
     assert _validate(tmp_path, PLAY + "  vars: {x: [1]}\n  tasks:\n" + body).rc == 0
+
+
+@pytest.mark.parametrize(
+    ("when", "valid"),
+    [
+        ("pkgs is defined", True),  # DeepOps software.yml: the task is skipped where pkgs is missing
+        ("pkgs is defined and pkgs | length > 0", True),
+        ("[pkgs is defined, other_flag | default(true)]", True),
+        ("pkgs.names is defined", True),  # x.y is defined: x is tested too
+        ("pkgs is not defined", False),  # runs exactly where pkgs is missing
+        ("pkgs is undefined", False),
+        ("true", False),
+    ],
+)
+def test_a_name_the_tasks_when_tests_with_is_defined_may_be_missing(tmp_path, when, valid):
+    """Ansible judges `when` before it renders the task's arguments: a name tested with
+    `is defined` there is skipped, not an error, where it is missing. Real: the CLI's validate."""
+    listed = "when:\n        - pkgs is defined\n        - other_flag | default(true)"
+    when_yaml = listed if when.startswith("[") else f"when: {when}"
+    run = _validate(
+        tmp_path,
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        f'    - package:\n        name: "{{{{ pkgs }}}}"\n        state: absent\n      {when_yaml}\n',
+    )
+    assert (run.rc == 0) is valid, run.stderr
+    if not valid:
+        assert "undefined variable 'pkgs'" in run.stderr
