@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -27,14 +28,7 @@ def test_ctrl_c_ends_running_commands_reports_and_exits_99(tmp_path):
         "    - name: long\n      command: sleep 300\n"
         f"    - name: never\n      command: touch {tmp_path}/never\n"
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "run", str(tmp_path / "p.yml"), "-i", str(tmp_path / "fleet.yml")],
-        env={**os.environ, "PYTHONPATH": str(REPO), **own_run_lock(), **STACKS_ON_ABORT},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=as_a_terminal_starts_it,
-    )
+    proc = _rigger("run", str(tmp_path / "p.yml"), "-i", str(tmp_path / "fleet.yml"))
     sleeper = wait_for_child(psutil.Process(proc.pid), "sleep")
     time.sleep(0.3)
     sleepers = [c for c in psutil.Process(proc.pid).children(recursive=True) if c.name() == "sleep"]
@@ -46,6 +40,19 @@ def test_ctrl_c_ends_running_commands_reports_and_exits_99(tmp_path):
     assert "PLAY RECAP" in out and "interrupted during 'long'" in out
     assert "[INTERRUPTED] SIGINT: no new task started" in out and "  h1: 'long' was running" in out
     assert not (tmp_path / "never").exists()
+
+
+def _rigger(*args: str, preexec_fn: Callable[[], object] = as_a_terminal_starts_it) -> subprocess.Popen[str]:
+    """A real `rigger` run in its own process, under this session's run lock, that writes
+    its threads' stacks if a test has to abort it."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", *args],
+        env={**os.environ, "PYTHONPATH": str(REPO), **own_run_lock(), **STACKS_ON_ABORT},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=preexec_fn,
+    )
 
 
 def _stopped(proc: subprocess.Popen[str]) -> tuple[str, str]:
@@ -94,14 +101,8 @@ def test_every_stop_signal_takes_the_one_interrupt_path(tmp_path, rigger, signum
         f"      command: sh -c 'echo $$ > {tmp_path}/{{{{ inventory_hostname }}}}.pid; exec sleep 30'\n"
         f"    - name: never\n      command: touch {tmp_path}/never\n"
     )
-    cli = [sys.executable, "-m", "engine.cli", "run", str(tmp_path / "p.yml"), "-i", str(tmp_path / "two.yml")]
-    proc = subprocess.Popen(
-        [*cli, "-f", str(forks), "--output", "jsonl"],
-        env={**os.environ, "PYTHONPATH": str(REPO), **own_run_lock(), **STACKS_ON_ABORT},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=as_a_terminal_starts_it,
+    proc = _rigger(
+        "run", str(tmp_path / "p.yml"), "-i", str(tmp_path / "two.yml"), "-f", str(forks), "--output", "jsonl"
     )
     sleeper = _started_command(tmp_path / "h1.pid")
     proc.send_signal(signum)
@@ -141,14 +142,7 @@ def test_a_fork_waiting_between_retries_stops_at_once(tmp_path):
         f"      command: sh -c 'echo $$ > {tmp_path}/{{{{ inventory_hostname }}}}.pid; exit 1'\n"
         "      register: result\n      until: result.rc == 0\n      retries: 3\n      delay: 60\n"
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "run", str(tmp_path / "p.yml"), "-i", str(tmp_path / "two.yml")],
-        env={**os.environ, "PYTHONPATH": str(REPO), **own_run_lock(), **STACKS_ON_ABORT},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=as_a_terminal_starts_it,
-    )
+    proc = _rigger("run", str(tmp_path / "p.yml"), "-i", str(tmp_path / "two.yml"))
     deadline = time.monotonic() + 20
     while not all((tmp_path / f"{h}.pid").exists() for h in ("h1", "h2")) and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -171,12 +165,11 @@ def test_a_signal_ignored_at_start_stays_ignored(tmp_path):
         "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
         f"    - name: long\n      command: sh -c 'echo $$ > {tmp_path}/localhost.pid; exec sleep 30'\n"
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "run", str(tmp_path / "p.yml"), "--output", "jsonl"],
-        env={**os.environ, "PYTHONPATH": str(REPO), **own_run_lock(), **STACKS_ON_ABORT},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = _rigger(
+        "run",
+        str(tmp_path / "p.yml"),
+        "--output",
+        "jsonl",
         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # what nohup does
     )
     sleeper = _started_command(tmp_path / "localhost.pid")
@@ -200,14 +193,7 @@ def test_a_module_waiting_on_one_host_stops_at_once(tmp_path, wait):
         f"    - command: touch {tmp_path}/started\n"
         f"    - name: waits\n      wait_for: {{{wait}}}\n"
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "run", str(tmp_path / "p.yml"), "--output", "jsonl"],
-        env={**os.environ, "PYTHONPATH": str(REPO), **own_run_lock(), **STACKS_ON_ABORT},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=as_a_terminal_starts_it,
-    )
+    proc = _rigger("run", str(tmp_path / "p.yml"), "--output", "jsonl")
     deadline = time.monotonic() + 20
     while not (tmp_path / "started").exists() and time.monotonic() < deadline:
         time.sleep(0.02)
