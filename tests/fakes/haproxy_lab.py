@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
 HAPROXY = Path("/usr/sbin/haproxy")
 BACKEND = "vllm"
@@ -45,12 +46,6 @@ backend {backend}
     http-response set-header X-Served-By %s
 {servers}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

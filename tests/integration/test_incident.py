@@ -32,7 +32,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -44,6 +43,7 @@ from typing import Any
 
 import pytest
 import sshlab  # the SSH area's real-sshd harness
+from ports import free_port
 
 from engine.connection.local import LocalConnection
 
@@ -94,12 +94,6 @@ class Incident:
     bystander: subprocess.Popen[str]  # an unrelated live process holding a segment
     bystander_segment: str
     log: Path
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def make_model(out: Path) -> Path:

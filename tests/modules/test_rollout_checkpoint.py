@@ -14,11 +14,11 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ports import free_port
 
 from engine import registry
 from engine.connection.base import ScopedConnection
@@ -39,12 +39,6 @@ def model(tmp_path: Path) -> Path:
     target = tmp_path / "kimi"
     shutil.copytree(FIXTURE, target)
     return target
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def ctx() -> TaskContext:

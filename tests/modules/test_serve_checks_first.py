@@ -7,12 +7,12 @@ Real: the module's schema as the engine validates it, the probes on the local ho
 
 from __future__ import annotations
 
-import socket
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ports import free_port
 
 from engine import registry
 from engine.connection.base import ScopedConnection
@@ -25,15 +25,8 @@ def args_for(tmp_path: Path, **extra: Any) -> dict[str, Any]:
     """The module's arguments on a port nothing listens on (the README's demo may serve on
     the default 8000 here)."""
     spec = registry.get("serve_vllm")
-    base = {"name": "t", "model": "/models/x", "state_dir": str(tmp_path / "state"), "port": _free_port()}
+    base = {"name": "t", "model": "/models/x", "state_dir": str(tmp_path / "state"), "port": free_port()}
     return spec.with_defaults({**base, **extra})
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.mark.parametrize("key", ["model", "served_model_name", "host", "dtype", "kv_cache_dtype", "attention_backend"])
@@ -77,7 +70,7 @@ def test_a_hung_collective_smoke_test_refuses_the_start_before_anything_is_stopp
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
-    port = _free_port()
+    port = free_port()
     standin = Path(__file__).resolve().parents[1] / "fakes" / "standin_torch"
     args = args_for(
         tmp_path,

@@ -10,22 +10,12 @@ whose processes are decoys with vLLM's process titles (`exec -a`).
 
 from __future__ import annotations
 
-import socket
 import textwrap
 
 from decoyns import run_in_decoy_namespace
+from ports import free_port
 
-
-def _free_port() -> int:
-    """A port nothing listens on now (the kernel's choice): the cases share this machine's
-    network, where the README's demo may serve on 8000."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-PORT = _free_port()
+PORT = free_port()  # the cases share this machine's network, where the README's demo may serve on 8000
 
 # A decoy session: its leader (pid D) exits at once, leaving a vLLM-like child in session D.
 # The state file then says what a dead rigger server said once the kernel handed its pid and

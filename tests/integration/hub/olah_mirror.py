@@ -12,13 +12,14 @@ import json
 import os
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ports import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 OLAH_CLI = ROOT / ".venv-olah" / "bin" / "olah-cli"
@@ -89,12 +90,6 @@ def build_repo(mirror_root: Path, repo_id: str = REPO_ID, files: dict[str, bytes
     if "safetensors" not in pointers:
         raise RuntimeError(f"git-lfs did not take the shards: {pointers!r}")
     return _git(repo, "rev-parse", "HEAD")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

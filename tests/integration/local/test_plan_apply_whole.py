@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -29,16 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import fakenvml
+from ports import free_port
 
 REPO = Path(__file__).resolve().parents[3]
 FIXTURE = REPO / "tests" / "fixtures" / "kimi-k2.5-nvfp4"
 LAUNCHER = REPO / "tests" / "fakes" / "fake_vllm" / "vllm"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def in_private_shm(tmp_path: Path, *commands: list[str]) -> subprocess.CompletedProcess[str]:

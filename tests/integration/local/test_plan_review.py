@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import textwrap
@@ -23,6 +22,7 @@ from typing import Any
 import fakenvml
 import pytest
 from gpudecoys import gpu_holder_argv, wait_holding
+from ports import free_port
 
 REPO = Path(__file__).resolve().parents[3]
 FIXTURE = REPO / "tests" / "fixtures" / "kimi-k2.5-nvfp4"
@@ -31,12 +31,6 @@ SEGMENTS = ("psm_0badc0de", "psm_5eed1e55", "sem.mp-leaked1")
 MAKE_SEGMENTS = "; ".join(
     f"head -c 65536 /dev/zero > /dev/shm/{name} && touch -d '2 hours ago' /dev/shm/{name}" for name in SEGMENTS
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

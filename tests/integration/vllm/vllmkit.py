@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.error
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ports import free_port as free_port  # the vLLM tests import it from here
 
 from engine.connection.base import Connection, ScopedConnection, TaskScope
 from engine.connection.local import LocalConnection
@@ -51,12 +51,6 @@ def make_tiny_model(out_dir: Path) -> Path:
     )
     assert proc.returncode == 0, f"make_tiny_model failed:\n{proc.stderr[-2000:]}"
     return out_dir
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def with_defaults(schema: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
