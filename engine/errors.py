@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +26,17 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, signum: int = signal.SIGINT) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+
+
+def pause_unless_stopped(stop: threading.Event | None, seconds: float) -> None:
+    """Sleep ``seconds``, unless the run is stopping: then raise Interrupted at once. The
+    waits of a task run in a fork, where a stop signal never arrives as an exception; the
+    run's stop flag says it (engine/run/interrupt.py). No flag: a plain sleep."""
+    seconds = max(0.0, seconds)
+    if stop is None:
+        time.sleep(seconds)
+    elif stop.wait(seconds):
+        raise Interrupted()
 
 
 class RiggerError(Exception):

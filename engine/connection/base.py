@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine import probes
-from engine.errors import CommandFailed, Interrupted, WriteRefused
+from engine.errors import CommandFailed, Interrupted, WriteRefused, pause_unless_stopped
 
 if TYPE_CHECKING:
     from engine.runlock import LockHolder
@@ -159,11 +158,7 @@ class ScopedConnection:
         """A module's wait between checks (``time.sleep`` for modules): a run that is
         stopping does not wait it out. Tasks run in forks, where the signal never arrives as
         an exception; the stop flag says it (engine/run/interrupt.py)."""
-        stop = self.scope.stop
-        if stop is None:
-            time.sleep(max(0.0, seconds))
-        elif stop.wait(max(0.0, seconds)):
-            raise Interrupted()
+        pause_unless_stopped(self.scope.stop, seconds)
 
     def _touch(self, what: str) -> None:
         self._stop_point()

@@ -13,7 +13,7 @@ from typing import Any
 from engine import controller_files, registry, schema_words, templating
 from engine.connection.base import Connection, ScopedConnection, TaskScope, become_target
 from engine.connection.predicted import PredictedHost
-from engine.errors import HostUnreachable, Interrupted, TaskFailed, TemplateError
+from engine.errors import HostUnreachable, TaskFailed, TemplateError, pause_unless_stopped
 from engine.mask import MASK, answers
 from engine.model import Task, TaskOptions
 from engine.module_api import Change, Diff, Effect, Result, Starts, Stops, TaskContext, Unchanged
@@ -278,11 +278,7 @@ class TaskRunner:
     def _pause(self, seconds: float) -> None:
         """Sleep between attempts; a run that is stopping does not wait it out (in a fork
         the signal never arrives as an exception: the stop flag says it)."""
-        stop = self.options.stop
-        if stop is None:
-            time.sleep(seconds)
-        elif stop.wait(seconds):
-            raise Interrupted()
+        pause_unless_stopped(self.options.stop, seconds)
 
     def run(self) -> Outcome:
         # while planning on a local connection, controller-side reads see the earlier changes

@@ -10,7 +10,7 @@ from typing import Any
 from engine import runlock
 from engine.connection.base import Connection
 from engine.connection.factory import connection_kind
-from engine.errors import Interrupted
+from engine.errors import pause_unless_stopped
 
 
 def machine_key(host_name: str, host_vars: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -59,8 +59,7 @@ class HostLocks:
     def _sleep(self, seconds: float) -> None:
         """A pause between tries for a held lock; Interrupted once the run is stopping (the
         wait runs in a fork, where the signal never lands)."""
-        if self._stop.wait(seconds):
-            raise Interrupted()
+        pause_unless_stopped(self._stop, seconds)
 
     def release_all(self, workers: int = 1) -> None:
         """Release every held lock, ``workers`` at a time: each release is a round trip to
