@@ -58,6 +58,8 @@ class TaskOptions:
     # each level's ``environment:`` (play, block, task), outermost first: a mapping or a
     # template rendering to one; merged in order when the task runs, as Ansible does
     environment: tuple[Any, ...] = ()
+    # each level's ``module_defaults`` mappings, outermost first (engine/playbook/module_defaults.py)
+    module_defaults: tuple[Mapping[str, Any], ...] = ()
     no_log: Any = None  # a flag or a template rendering to one
     # Ansible's ``diff`` and ``check_mode`` keywords (a flag or a template; None: not set):
     # diff false hides the task's diffs everywhere, check_mode true plans it in a real run

@@ -14,7 +14,7 @@ import jsonschema
 from engine import registry, schema_words, templating
 from engine.errors import TemplateError, ValidationError
 from engine.model import Block, Location, Play, Playbook, Step, Task, TaskOptions, unknown_connection, walk
-from engine.playbook import ansible_modules, includes, kvargs, loops, unsupported
+from engine.playbook import ansible_modules, includes, kvargs, loops, module_defaults, unsupported
 from engine.yamlload import LocatedDict, LocatedList, line_of, load_file
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
@@ -282,7 +282,9 @@ def _implicit_flush(data: LocatedDict) -> Task:
 
 
 def _handler(data: Any, options: TaskOptions, ctx: includes.Loading) -> Task:
-    inherited = TaskOptions(no_log=options.no_log, diff=options.diff, check_mode=options.check_mode)
+    inherited = TaskOptions(
+        no_log=options.no_log, diff=options.diff, check_mode=options.check_mode, module_defaults=options.module_defaults
+    )
     step = _step(data, inherited, ctx, None, 0)
     if not isinstance(step, Task):
         raise fail(data, None, "a handler is a task, not a block or an import")
@@ -303,6 +305,7 @@ def _options(data: Mapping[str, Any], inherited: TaskOptions) -> TaskOptions:
         become=data.get("become", inherited.become),
         become_user=data.get("become_user", inherited.become_user),
         environment=inherited.environment + ((env,) if env else ()),
+        module_defaults=inherited.module_defaults + _defaults_layer(data),
         no_log=data.get("no_log", inherited.no_log),
         diff=data.get("diff", inherited.diff),
         check_mode=data.get("check_mode", inherited.check_mode),
@@ -314,6 +317,15 @@ def _options(data: Mapping[str, Any], inherited: TaskOptions) -> TaskOptions:
         notify=tuple(_as_tuple(data["notify"])) if "notify" in data else inherited.notify,
         connection=data.get("connection", inherited.connection),
     )
+
+
+def _defaults_layer(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
+    if data.get("module_defaults") is None:
+        return ()
+    layer = module_defaults.layer(data["module_defaults"])
+    if isinstance(layer, str):
+        raise fail(data, "module_defaults", layer)
+    return layer
 
 
 def _steps(items: Any, inherited: TaskOptions, ctx: includes.Loading) -> tuple[Step, ...]:
@@ -473,7 +485,7 @@ def _task(data: Any, inherited: TaskOptions, ctx: includes.Loading, module: str,
     elif module == "meta":
         args = _meta_args(data, key, raw_args)
     else:
-        args = _module_args(data, key, module, raw_args)
+        args = _module_args(data, key, module, raw_args, options.module_defaults)
     return Task(
         name=data.get("name", ""),
         module=module,
@@ -531,7 +543,7 @@ def free_args(module: str, raw: Any, spec: registry.ModuleSpec) -> Any:
     return {**pairs, **extra}
 
 
-def _module_args(data: Any, key: str, module: str, raw: Any) -> Any:
+def _module_args(data: Any, key: str, module: str, raw: Any, defaults: tuple[Mapping[str, Any], ...] = ()) -> Any:
     spec = registry.get(module)
     args = {} if raw is None else raw
     if isinstance(args, str) or (isinstance(args, dict) and "_inline" in args):
@@ -541,12 +553,28 @@ def _module_args(data: Any, key: str, module: str, raw: Any) -> Any:
         args = converted
     if not isinstance(args, Mapping):
         raise fail(data, key, f"'{module}' takes a mapping of arguments")
+    args = _over_defaults(args, module_defaults.for_module(module, defaults), data, key)
     try:
         templating.check_syntax(args)
     except TemplateError as exc:
         raise fail(data, key, str(exc)) from None
     _validate_static_args(spec, args, data, key, module)
     return args
+
+
+def _over_defaults(args: Mapping[str, Any], defaults: Mapping[str, Any], data: Any, key: str) -> Mapping[str, Any]:
+    """The task's arguments over its module_defaults, merged once here so that validation,
+    the static check, plans and the run all see what the task will run with. A default's
+    problems are reported at the task's module line."""
+    if not defaults:
+        return args
+    merged = LocatedDict({**defaults, **args})
+    file, line = _where(data, key)
+    merged.file, merged.line = getattr(args, "file", "") or file or "", line or int(getattr(args, "line", 0))
+    own_lines = getattr(args, "key_lines", {})
+    merged.key_lines = {name: own_lines.get(name, merged.line) for name in merged}
+    merged.raw_scalars = {**getattr(defaults, "raw_scalars", {}), **getattr(args, "raw_scalars", {})}
+    return merged
 
 
 def _validate_static_args(spec: registry.ModuleSpec, args: Mapping[str, Any], data: Any, key: str, module: str) -> None:

@@ -24,7 +24,6 @@ _ACCEPTED: dict[str, tuple[Any, ...] | None] = {
     "force_handlers": (False,),
     "ignore_unreachable": (False,),
     "vars_prompt": None,
-    "module_defaults": None,
     "throttle": None,
     "debugger": None,
     "fact_path": None,

@@ -770,18 +770,21 @@ class Runner:
             host.notified.update(task.notify)
 
     def _handlers(self, play: Play, hosts: list[HostRun]) -> bool:
-        """Notified handlers in the order they are defined; a handler notified by another
-        runs in the same flush (a later pass when it is defined earlier)."""
-        for _ in range(len(play.handlers) + 1):
-            pending = [h for h in play.handlers if any(t.active and t.notified & _handler_names(h) for t in hosts)]
-            if not pending:
+        """Notified handlers in the order they are defined, each once per host and flush: a
+        notified name runs every handler it names or that listens to it (Ansible's ``listen``);
+        a handler notified by another runs in the same flush (a later pass when it is defined
+        earlier)."""
+        handlers = play.handlers
+        for _ in range(len(handlers) + 1):
+            due = _due_handlers(handlers, hosts, start=0)
+            if not due:
                 break
-            for handler in pending:
-                names = _handler_names(handler)
-                targets = [h for h in hosts if h.active and h.notified & names]
-                for target in targets:
-                    target.notified -= names
-                self._task(handler, targets, handler=True)
+            for index, handler in enumerate(handlers):
+                targets = [h for h in hosts if h.active and h in due.get(index, [])]
+                if targets:
+                    self._task(handler, targets, handler=True)
+                for later, notified in _due_handlers(handlers, hosts, start=index + 1).items():
+                    due.setdefault(later, []).extend(h for h in notified if h not in due[later])
         for host in hosts:
             host.notified.clear()
         return True
@@ -1079,6 +1082,23 @@ def _close(conn: Connection) -> str | None:
     except Exception as exc:  # closing must not hide the run's outcome
         return str(exc)
     return None
+
+
+def _due_handlers(handlers: tuple[Task, ...], hosts: list[HostRun], start: int) -> dict[int, list[HostRun]]:
+    """The hosts each handler from ``start`` on is due for, by the names notified so far. The
+    names are taken from the hosts' notified sets, except those that also name an earlier
+    handler: the next pass runs that one."""
+    due: dict[int, list[HostRun]] = {}
+    for host in hosts:
+        taken: set[str] = set()
+        for index in range(start, len(handlers)):
+            names = host.notified & _handler_names(handlers[index])
+            if names:
+                due.setdefault(index, []).append(host)
+                taken |= names
+        earlier = set().union(*(_handler_names(h) for h in handlers[:start])) if start else set()
+        host.notified -= taken - earlier
+    return due
 
 
 def _handler_names(handler: Task) -> set[str]:
