@@ -505,9 +505,22 @@ def _task(data: Any, inherited: TaskOptions, ctx: includes.Loading, module: str,
         delay_s=_number_or_template(data.get("delay", 5)),
         notify=options.notify,
         listen=tuple(_as_tuple(data.get("listen"))),
-        timeout_s=data.get("timeout"),
+        timeout_s=_time_limit(data.get("timeout"), unsupported.async_limit(data, module, _ansible_module(module))),
         include=include,
     )
+
+
+def _ansible_module(module: str) -> bool:
+    return module in ansible_modules.CORE_MODULES or module in registry.COLLECTION_MODULES.values()
+
+
+def _time_limit(timeout: Any, async_seconds: int | None) -> Any:
+    """``timeout`` and ``async``: the task stops at the first limit it reaches."""
+    if async_seconds is None:
+        return timeout
+    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
+        return min(timeout, async_seconds)
+    return async_seconds if timeout is None else timeout
 
 
 META_ACTIONS = frozenset({"flush_handlers", "end_play", "end_host", "noop", "clear_facts", "end_batch"})

@@ -28,8 +28,6 @@ _ACCEPTED: dict[str, tuple[Any, ...] | None] = {
     "debugger": None,
     "fact_path": None,
     "port": None,
-    "async": (0,),
-    "poll": None,
     "become_exe": None,
     "become_flags": None,
 }
@@ -71,7 +69,6 @@ def lacking(key: Any, where: str) -> str | None:
 
 _HINTS = {
     "strategy": "rigger runs plays with the linear strategy",
-    "async": "run long commands as a service, or with command's timeout",
     "become_method": "rigger becomes root or another user with sudo only",
 }
 
@@ -147,3 +144,37 @@ def check_flags(data: Mapping[str, Any]) -> None:
 
 def _error(data: Any, key: str, message: str) -> ValidationError:
     return ValidationError(message, file=getattr(data, "file", None) or None, line=line_of(data, key))
+
+
+# ansible-core 2.19's action plugins without async support: a task of one with ``async`` fails
+# there ("This action (debug) does not support async."); rigger refuses it at validate.
+_NO_ASYNC = frozenset(
+    {
+        "add_host", "assemble", "assert", "copy", "debug", "fail", "fetch", "gather_facts", "group_by",
+        "include_vars", "pause", "raw", "reboot", "script", "set_fact", "set_stats", "template", "unarchive",
+        "validate_argument_spec", "wait_for_connection", "meta", "include_tasks", "include_role",
+    }
+)  # fmt: skip
+ANSIBLE_POLL_DEFAULT = 15
+
+
+def async_limit(data: Mapping[str, Any], module: str, ansible_module: bool) -> int | None:
+    """``async: N`` with a poll interval: Ansible runs the task and fails it when it has not
+    finished within N seconds. The controller waiting for it is what rigger does anyway, so it
+    is the task's time limit here (rigger checks the task while it runs, not every ``poll``
+    seconds). ``poll: 0`` (fire and forget, collected later with async_status) is refused."""
+    seconds, poll = data.get("async", 0), data.get("poll", ANSIBLE_POLL_DEFAULT)
+    if seconds == 0 or seconds is None:
+        return None  # Ansible's default: synchronous; poll means nothing without async
+    for key, value in (("async", seconds), ("poll", poll)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise _error(data, key, f"`{key}` takes a whole number of seconds here, not {value!r}")
+    if poll == 0:
+        raise _error(data, "poll", "`poll: 0` (fire and forget, collected later with async_status) is not "
+                     "supported by rigger: drop `poll` to wait for the task with `async` as its time limit, "
+                     "or run the command as a service")  # fmt: skip
+    if module in _NO_ASYNC:
+        raise _error(data, "async", f"This action ({module}) does not support async (as in Ansible)")
+    if not ansible_module:
+        raise _error(data, "async", f"`async` on rigger's {module} has no Ansible meaning: use `timeout`")
+    return int(seconds)

@@ -222,3 +222,21 @@ def test_templated_task_numbers_render_when_the_task_runs(
     assert rigger("validate", str(book)).rc == 0
     run = rigger("run", str(book), "-e", "tries=1", "-e", "wait=0", *NO_LOCK)
     assert run.rc == rc and said in run.stdout + run.stderr
+
+
+def test_async_with_a_poll_is_the_task_s_time_limit_as_in_ansible(tmp_path: Path, rigger: Any) -> None:
+    """ansible-core 2.19.14 on this playbook: "async task did not complete within the requested
+    time - 1s", and the command is gone (its async wrapper kills it). The in-process CLI harness
+    fails a run that leaves a process it started running, so the slow run's shell is proven gone."""
+    marker = tmp_path / "finished"
+    book = _write(
+        tmp_path,
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        f"    - shell: sleep 3 && touch {marker}\n      async: 1\n      poll: 1\n"
+        "    - command: 'true'\n      async: 30\n      timeout: 20\n      register: quick\n",
+    )
+    run = rigger("run", "-i", "localhost,", str(book), *NO_LOCK)
+    assert run.rc == 2 and "timed out after 1s" in run.stdout, run.stdout + run.stderr
+    quick = _write(tmp_path, book.read_text().replace("sleep 3", "true"))
+    assert rigger("run", "-i", "localhost,", str(quick), *NO_LOCK).rc == 0
+    assert marker.exists()  # async within its limit changes nothing
