@@ -81,6 +81,16 @@ def store(data: dict[str, Any], set_vars: Mapping[str, Any]) -> None:
     data.update(new)
 
 
+def clear(data: dict[str, Any]) -> None:
+    """``meta: clear_facts``: what gathering and ``setup`` stored for the host is gone (its
+    fact cache, as Ansible's ``clear_facts`` empties it), registered results and ``set_fact``
+    values stay."""
+    for name in prefixed(data.get("ansible_facts") or {}):
+        data.pop(name, None)
+    data["ansible_facts"] = {}
+    data["facts"] = defaults()
+
+
 # keys of Ansible's fact result that are not facts about the host and keep their name
 _UNPREFIXED = frozenset({"gather_subset", "module_setup"})
 

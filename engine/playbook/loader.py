@@ -525,7 +525,17 @@ def _time_limit(timeout: Any, async_seconds: int | None) -> Any:
 
 META_ACTIONS = frozenset({"flush_handlers", "end_play", "end_host", "noop", "clear_facts", "end_batch"})
 SUPPORTED_META = frozenset(
-    {"flush_handlers", "end_play", "end_host", "noop", "clear_host_errors", "reset_connection", "refresh_inventory"}
+    {
+        "flush_handlers",
+        "end_play",
+        "end_host",
+        "noop",
+        "clear_host_errors",
+        "reset_connection",
+        "refresh_inventory",
+        "clear_facts",
+        "end_batch",
+    }
 )
 
 

@@ -829,6 +829,15 @@ class Runner:
         elif action == "reset_connection":
             for host in chosen:
                 self._reset_connection(host)
+        elif action == "end_batch" and chosen:
+            # Ansible: the batch's hosts stop here and the next batch (serial) starts; without
+            # serial the one batch is the play, as with end_play
+            for host in self._batch_hosts:
+                host.ended = True
+        elif action == "clear_facts" and chosen:
+            # Ansible: every host the play matched, not only those of this batch
+            for name in self._play_names:
+                facts_mod.clear(self._data_of(name))
         elif action == "refresh_inventory" and chosen:
             self._refresh_inventory()
 

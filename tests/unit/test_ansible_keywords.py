@@ -240,3 +240,31 @@ def test_async_with_a_poll_is_the_task_s_time_limit_as_in_ansible(tmp_path: Path
     quick = _write(tmp_path, book.read_text().replace("sleep 3", "true"))
     assert rigger("run", "-i", "localhost,", str(quick), *NO_LOCK).rc == 0
     assert marker.exists()  # async within its limit changes nothing
+
+
+def test_meta_clear_facts_forgets_gathered_facts_and_keeps_set_fact(tmp_path: Path, rigger: Any) -> None:
+    """ansible-core 2.19.14 printed "0 gone 1" for this play."""
+    book = _write(
+        tmp_path,
+        "- hosts: localhost\n  gather_facts: true\n  gather_subset: [min]\n  tasks:\n"
+        "    - set_fact: {mine: 1}\n    - meta: clear_facts\n"
+        "    - debug: {msg: \"{{ ansible_facts | length }} {{ ansible_hostname | default('gone') }} {{ mine }}\"}\n",
+    )
+    run = rigger("run", "-i", "localhost,", str(book), *NO_LOCK)
+    assert run.rc == 0 and "ok: [localhost]: 0 gone 1" in run.stdout, run.stdout + run.stderr
+
+
+def test_meta_end_batch_ends_each_serial_batch_and_not_the_next_play(tmp_path: Path, rigger: Any) -> None:
+    """ansible-core 2.19.14 printed "first a", "first b", "next play a", "next play b"."""
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("a ansible_connection=local\nb ansible_connection=local\n")
+    book = _write(
+        tmp_path,
+        "- hosts: all\n  gather_facts: false\n  serial: 1\n  tasks:\n"
+        "    - debug: {msg: 'first {{ inventory_hostname }}'}\n    - meta: end_batch\n"
+        "    - debug: {msg: 'second {{ inventory_hostname }}'}\n"
+        "- hosts: all\n  gather_facts: false\n  tasks:\n    - debug: {msg: 'next play {{ inventory_hostname }}'}\n",
+    )
+    run = rigger("run", "-i", str(inventory), str(book), *NO_LOCK)
+    shown = [line.split("]: ", 1)[1] for line in run.stdout.splitlines() if line.startswith("ok: [")]
+    assert shown == ["first a", "first b", "next play a", "next play b"], run.stdout + run.stderr

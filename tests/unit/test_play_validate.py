@@ -49,7 +49,6 @@ def test_fqcn_names_and_key_value_arguments_validate(tmp_path):
         ("  tasks:\n    - command: sleep 9\n      async: 10\n      poll: 0\n", 6, "`poll: 0` (fire and forget"),
         ("  tasks:\n    - include: t.yml\n", 4, "`include` was removed from Ansible (2.16); use include_tasks"),
         ("- include: other.yml\n", 3, "`include` was removed from Ansible (2.16); use import_playbook"),
-        ("  tasks:\n    - meta: clear_facts\n", 4, "`meta: clear_facts` is not supported"),
         ("  tasks:\n    - become_method: su\n      command: 'true'\n", 4, "`become_method: su` is not supported"),
         (
             "  tasks:\n    - ansible.builtin.cron: name=x\n",
