@@ -1,7 +1,8 @@
 """A task's loop items: ``loop:`` as given, and the ``with_<lookup>`` forms of older
 playbooks, shaped as Ansible's lookups shape them (``with_items`` flattens one level,
 ``with_dict`` gives ``item.key``/``item.value``, ``with_nested`` every combination,
-``with_sequence`` numbers as strings, ``with_first_found`` the first file that exists)."""
+``with_sequence`` numbers as strings, ``with_first_found`` the first file that exists,
+``with_fileglob`` the controller's files a pattern matches)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 from engine.templating.filters import flatten
 from engine.templating.listfilters import subelements
+from engine.templating.lookups import fileglob
 
 # ansible.builtin's loop lookups, and community.general's flattened (cartesian is not here)
 WITH_KINDS = frozenset(
@@ -27,6 +29,7 @@ WITH_KINDS = frozenset(
         "sequence",
         "subelements",
         "flattened",
+        "fileglob",
     }
 )
 # with_first_found looks in the folder its task's action reads from (Ansible's task
@@ -136,6 +139,8 @@ def items(kind: str, rendered: Any, variables: Mapping[str, Any] | None = None, 
     ``variables`` and ``action`` (the task's module) are where with_first_found looks."""
     if kind == "first_found":
         return first_found(rendered, variables or {}, action)
+    if kind == "fileglob":
+        return fileglob(variables or {}, rendered if isinstance(rendered, list) else [rendered], {})
     if kind == "sequence":
         terms = rendered if isinstance(rendered, list) else [rendered]
         return [number for term in terms for number in sequence(str(term))]

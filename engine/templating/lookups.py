@@ -1,4 +1,4 @@
-"""Ansible's lookups on the controller: env, file, template, pipe, vars, first_found,
+"""Ansible's lookups on the controller: env, file, template, pipe, vars, first_found, fileglob,
 password (password_lookup.py) and community.general's flattened.
 
 ``lookup(name, ...)`` joins a list of strings with commas (``wantlist=True`` keeps the
@@ -9,6 +9,7 @@ then ``<playbook_dir>/``.
 
 from __future__ import annotations
 
+import glob
 import os
 import subprocess
 from collections.abc import Callable, Mapping
@@ -127,6 +128,35 @@ def _first_found(variables: Mapping[str, Any], terms: list[Any], kw: dict[str, A
     raise LookupFailed("the 'first_found' lookup found none of the files: " + ", ".join(map(str, files)))
 
 
+def _search_path(variables: Mapping[str, Any]) -> list[Path]:
+    """Ansible's ``ansible_search_path`` for a task: its role's folder first, then the playbook's."""
+    role = variables.get("role_path")
+    return ([Path(str(role))] if role else []) + [Path(str(variables.get("playbook_dir", ".")))]
+
+
+def fileglob(variables: Mapping[str, Any], terms: list[Any], kw: dict[str, Any]) -> list[Any]:
+    """Files (not folders) matching each pattern, as ansible-core 2.19's fileglob finds them:
+    a bare pattern in the first of ``<path>/files`` and ``<path>`` (for each search path)
+    where it matches; a pattern with a folder in that folder, found under ``files/`` or
+    beside it. Sorted (Ansible gives the file system's order)."""
+    found: list[str] = []
+    for term in map(str, terms):
+        folder, name = os.path.split(term)
+        if Path(folder).is_absolute():
+            folders = [Path(folder)]
+        elif folder:
+            folders = [p / sub / folder for p in _search_path(variables) for sub in ("files", "")]
+            folders = [next((f for f in folders if controller_files.is_dir(f)), folders[0])]
+        else:
+            folders = [p / sub for p in _search_path(variables) for sub in ("files", "")]
+        for where in folders:
+            matches = sorted(g for g in glob.glob(str(where / name)) if controller_files.is_file(Path(g)))
+            if matches:
+                found += matches
+                break
+    return found
+
+
 def _flattened(variables: Mapping[str, Any], terms: list[Any], kw: dict[str, Any]) -> list[Any]:
     """community.general's ``flattened`` (``with_flattened``): every nested list, all levels."""
     flat: list[Any] = []
@@ -141,6 +171,7 @@ LOOKUPS: dict[str, Lookup] = {
     "pipe": _pipe,
     "vars": _vars,
     "first_found": _first_found,
+    "fileglob": fileglob,
     "password": password,
     "flattened": _flattened,
 }

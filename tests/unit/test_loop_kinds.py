@@ -1,4 +1,4 @@
-"""with_sequence and with_first_found shaped as ansible-core 2.19's lookups shape them.
+"""with_sequence, with_first_found and with_fileglob shaped as ansible-core 2.19's lookups shape them.
 
 Real: engine/playbook/loops.py and files in a temporary folder. The expected sequences
 are what ansible-core 2.19.14's sequence lookup returns for the same terms (checked
@@ -61,3 +61,20 @@ def test_first_found_searches_the_actions_folder_of_the_role_then_the_playbook(t
     assert items("first_found", [{"files": ["nope"], "skip": True}], where, "copy") == []
     with pytest.raises(ValueError, match="none of the files was found: nope"):
         items("first_found", ["nope"], where, "copy")
+
+
+def test_fileglob_matches_files_where_ansible_looks_first(tmp_path: Path) -> None:
+    """ansible-core 2.19.14 on the same tree (`with_fileglob` in a play and in a role's tasks):
+    a bare pattern matches in the first of role/files, role, playbook/files, playbook where it
+    matches anything; a pattern with a folder looks in that folder under files/ or beside it;
+    a folder whose name matches is not an item; nothing matched is no item, not an error."""
+    book, role = tmp_path / "play", tmp_path / "play" / "roles" / "r"
+    for name in ("files/a.conf", "files/b.conf", "files/c.txt", "files/sub/d.conf", "top.conf", "roles/r/files/x.conf"):
+        (book / name).parent.mkdir(parents=True, exist_ok=True)
+        (book / name).touch()
+    (book / "files" / "dir.conf").mkdir()
+    play = {"playbook_dir": str(book)}
+    found = items("fileglob", ["*.conf", "sub/*.conf", "nothing*"], play)
+    assert found == [str(book / "files" / n) for n in ("a.conf", "b.conf", "sub/d.conf")]
+    assert items("fileglob", ["*.conf"], {**play, "role_path": str(role)}) == [str(role / "files" / "x.conf")]
+    assert items("fileglob", [str(book / "*.conf")], play) == [str(book / "top.conf")]
