@@ -143,6 +143,7 @@ ANSIBLE_BUILTINS = frozenset(
         "include_vars",
         "lineinfile",
         "package",
+        "package_facts",
         "pip",
         "ping",
         "raw",

@@ -15,6 +15,7 @@ MODULES = (
     "modprobe",
     "mount",
     "package",
+    "package_facts",
     "pip",
     "ping",
     "service",
