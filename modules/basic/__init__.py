@@ -8,6 +8,7 @@ MODULES = (
     "fail",
     "group_by",
     "include_vars",
+    "pause",
     "raw",
     "script",
     "set_fact",

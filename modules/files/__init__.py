@@ -1,3 +1,3 @@
-"""Files room: paths, content and attributes on the host (file, copy, template, lineinfile, blockinfile, stat)."""
+"""Files room: paths, content and attributes on the host (file, copy, template, lineinfile, stat, slurp...)."""
 
-MODULES = ("blockinfile", "copy", "file", "lineinfile", "stat", "template", "unarchive")
+MODULES = ("blockinfile", "copy", "file", "lineinfile", "slurp", "stat", "template", "unarchive")
