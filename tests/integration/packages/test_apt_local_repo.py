@@ -207,6 +207,8 @@ def _private_overlays(layers: str) -> None:
         layer = f"{layers}/{top.strip('/')}"
         os.makedirs(f"{layer}/upper")
         os.makedirs(f"{layer}/work")
+        # xino=on: without it a file from the upper tmpfs reports the tmpfs's st_dev, not the
+        # overlay's, and rigger's path walk rightly refuses it as another filesystem
         options = f"lowerdir={top},upperdir={layer}/upper,workdir={layer}/work,xino=on"
         subprocess.run(["mount", "-t", "overlay", "-o", options, "rigger-apt-overlay", top], check=True)
     with open("/proc/self/mountinfo") as mounts:
