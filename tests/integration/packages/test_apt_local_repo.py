@@ -124,13 +124,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
         server.server_close()
 
 
-def test_a_signed_repository_is_added_its_package_installed_and_a_wrong_key_put_back(
+def test_a_signed_repository_is_added_its_package_installed_and_autoremoved_and_a_wrong_key_put_back(
     served: dict[str, str], tmp_path: Path
 ) -> None:
     seen = in_private_apt(served, tmp_path)
     url, signer = served["url"], served["signer"]
 
-    # check mode: plans for all three, nothing written
+    # check mode: the key and the repository are planned, nothing is written
     assert seen["check"]["apt_key"].startswith("add key") and seen["check"]["apt_repository"].startswith("add deb")
     assert seen["check"]["written"] == {"keyring": False, "sources": []}
 
@@ -154,13 +154,15 @@ def test_a_signed_repository_is_added_its_package_installed_and_a_wrong_key_put_
 
     # the package from it, with its dependency, as apt's simulation planned it
     installed = seen["installed"]
-    assert installed["plan_diff_after"] == f"{LIB} 1.0\n{HELLO} 1.0\n" or installed["plan_diff_after"] == (
-        f"{HELLO} 1.0\n{LIB} 1.0\n"
-    ), installed
+    assert sorted((installed["plan_diff_after"] or "").splitlines()) == [f"{HELLO} 1.0", f"{LIB} 1.0"], installed
     assert installed["after_plan"] == {HELLO: None, LIB: None}, "planning installed something"
     assert installed["versions"] == {HELLO: "1.0", LIB: "1.0"} and installed["file"] == f"{HELLO} 1.0\n"
 
-    # autoremove alone: the dependency nothing needs any more goes, listed first, then nothing to do
+    # a named removal with autoremove (and purge) takes the dependency along in the same apt-get
+    both = seen["absent_autoremove"]
+    assert both["msg"] == f"purge {HELLO} with --auto-remove" and both["versions"] == {HELLO: None, LIB: None}, both
+
+    # autoremove alone: what nothing needs any more goes, listed first in check mode, then nothing to do
     gone = seen["autoremove"]
     assert gone["check_diff_before"] == f"{LIB} 1.0\n" and gone["check_left"] == {HELLO: None, LIB: "1.0"}
     assert gone["status"] == "changed" and gone["versions"] == {HELLO: None, LIB: None}
@@ -335,7 +337,13 @@ def inside(served_json: str, layers: str) -> dict[str, Any]:
         "file": _read(INSTALLED_FILE),
     }
 
-    _converge("apt", {"name": HELLO, "state": "absent"})
+    # a named removal with autoremove (and purge): the dependency goes in the same apt-get (nvidia-docker's way)
+    absent = {"name": HELLO, "state": "absent", "autoremove": True, "purge": True}
+    seen["absent_autoremove"] = {**_converge("apt", absent), "versions": _versions()}
+
+    # autoremove alone: the dependency installed again, then marked as installed automatically
+    _converge("apt", {"name": LIB})
+    subprocess.run(["apt-mark", "auto", LIB], check=True, capture_output=True)
     check = _plan("apt", {"autoremove": True})
     seen["autoremove"] = {"check_diff_before": check.get("before"), "check_left": _versions()}
     if check.get("before") != f"{LIB} 1.0\n":  # never remove anything else, even in the namespace
