@@ -4,7 +4,14 @@ Ansible's `apt`. Plan reads dpkg's state and asks apt for a simulation (`apt-get
 so the diff lists every package that would be installed, upgraded or removed, with
 versions, dependencies included; nothing is changed in check mode. `update_cache` runs
 `apt-get update` first unless the last successful update is younger than
-`cache_valid_time` seconds (the stamp is /var/lib/apt/periodic/update-success-stamp).
+`cache_valid_time` seconds (the stamp is /var/lib/apt/periodic/update-success-stamp);
+a `cache_valid_time` above 0 asks for the update by itself, as in Ansible since 2.4.
+`autoremove` is Ansible's: with names, `--auto-remove` goes on the install or remove
+command (run only when a named package needs it); without names, `apt-get autoremove`
+(with `purge`: `--purge`) removes the packages nothing needs any more, listed from
+`apt-get -s autoremove`, changed only when one goes. As in Ansible, a task with
+`update_cache` (or `cache_valid_time`) and no name updates the cache and stops there:
+its `autoremove` does nothing.
 Each name must be a Debian package name (optionally `:arch`, `=version` or `/release`) and
 goes after `--`: a name that starts with `-` (`-oDPkg::Pre-Invoke::=CMD`) is refused.
 """
@@ -34,6 +41,7 @@ STAMP = "/var/lib/apt/periodic/update-success-stamp"
 LISTS = "/var/lib/apt/lists"
 APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
 LOCK_WAIT = ("-o", "DPkg::Lock::Timeout=300")
+DPKG_OPTIONS = ("-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold")
 
 SCHEMA = {
     "type": "object",
@@ -57,7 +65,8 @@ SCHEMA = {
             "type": "integer",
             "minimum": 0,
             "default": 0,
-            "description": "Skip the cache update when the last one is younger than this many seconds.",
+            "description": "Skip the cache update when the last one is younger than this many seconds; "
+            "above 0 it asks for the update by itself (Ansible 2.4 on).",
         },
         "install_recommends": {
             "type": ["boolean", "null"],
@@ -69,7 +78,17 @@ SCHEMA = {
             "default": False,
             "description": "Allow a pinned version lower than the installed one.",
         },
-        "purge": {"type": "boolean", "default": False, "description": "With absent: remove configuration files too."},
+        "purge": {
+            "type": "boolean",
+            "default": False,
+            "description": "With absent or autoremove: remove configuration files too.",
+        },
+        "autoremove": {
+            "type": "boolean",
+            "default": False,
+            "description": "Remove the packages installed as dependencies that nothing needs any more "
+            "(alone: apt-get autoremove; with names: --auto-remove on their command).",
+        },
     },
 }
 
@@ -136,22 +155,34 @@ def _cache_age_s(ctx: TaskContext) -> float | None:
     return time.time() - stamp["mtime"] if stamp.get("exists") else None
 
 
+def _cache_asked(args: Mapping[str, Any]) -> bool:
+    """Ansible's `update_cache or cache_valid_time`: a validity above 0 asks for the update."""
+    return bool(args["update_cache"] or args["cache_valid_time"])
+
+
 def _cache_due(ctx: TaskContext, args: Mapping[str, Any]) -> bool:
-    if not args["update_cache"]:
+    if not _cache_asked(args):
         return False
     age = _cache_age_s(ctx)
     return age is None or args["cache_valid_time"] == 0 or age > args["cache_valid_time"]
 
 
 def _flags(args: Mapping[str, Any]) -> list[str]:
-    flags = [*LOCK_WAIT, "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
+    flags = [*LOCK_WAIT, *DPKG_OPTIONS]
     if args["install_recommends"] is True:
         flags.append("--install-recommends")
     elif args["install_recommends"] is False:
         flags.append("--no-install-recommends")
     if args["allow_downgrade"]:
         flags.append("--allow-downgrades")
+    if args["autoremove"]:
+        flags.append("--auto-remove")
     return flags
+
+
+def _autoremove_flags(args: Mapping[str, Any]) -> list[str]:
+    """Ansible's cleanup(): the dpkg options and --purge, nothing about installing."""
+    return [*LOCK_WAIT, *DPKG_OPTIONS, *(["--purge"] if args["purge"] else [])]
 
 
 def _todo(
@@ -173,9 +204,9 @@ def _fingerprint(versions: Mapping[str, str | None]) -> dict[str, str]:
     return {f"apt:{name}": version or "absent" for name, version in versions.items()}
 
 
-def _simulate(ctx: TaskContext, action: str, specs: list[str], args: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+def _simulate(ctx: TaskContext, action: str, specs: list[str], flags: list[str]) -> list[tuple[str, str, str]]:
     """(verb, package, version change) lines from apt's own simulation."""
-    argv = command_line(["apt-get", "-s", "-y", *_flags(args), action], specs)
+    argv = command_line(["apt-get", "-s", "-y", *flags, action], specs)
     result = ctx.conn.run(argv, check=False, read_only=True, env=APT_ENV)
     if result.rc != 0:
         raise TaskFailed(f"apt cannot {action} {' '.join(specs)}:\n{result.tail()}".rstrip())
@@ -194,8 +225,22 @@ def _diff(simulated: list[tuple[str, str, str]]) -> Diff:
     return Diff("packages", before, after)
 
 
+def _plan_autoremove(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
+    """`autoremove` without names: what `apt-get -s autoremove` would remove, if anything."""
+    simulated = _simulate(ctx, "autoremove", [], _autoremove_flags(args))
+    if not simulated:
+        return Unchanged("no package to autoremove", {"cache_updated": False})
+    names = [package for _, package, _ in simulated]
+    payload = {"update": False, "action": "autoremove", "specs": []}
+    fingerprint = _fingerprint(installed(ctx, names))
+    effects = (Fills("/var/lib/dpkg", "apt packages"),)
+    return Change(f"autoremove {' '.join(names)}", (_diff(simulated),), payload, fingerprint, effects)
+
+
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     wanted = _wanted(args)
+    if not wanted and args["autoremove"] and not _cache_asked(args):
+        return _plan_autoremove(ctx, args)
     update = _cache_due(ctx, args)
     versions = installed(ctx, [w.name for w in wanted])
     action, specs = _todo(ctx, args, wanted, versions) if wanted else ("install", [])
@@ -206,11 +251,12 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     if update:
         diffs.append(Diff("apt cache", "stale\n", "updated\n"))
     if specs and not update:
-        simulated = _simulate(ctx, action, specs, args)
+        simulated = _simulate(ctx, action, specs, _flags(args))
         diffs.append(_diff(simulated))
     elif specs:  # the simulation would use the stale cache: name what is asked
         diffs.append(Diff("packages", "", "".join(f"{action} {s}\n" for s in specs)))
-    parts = (["update the apt cache"] if update else []) + ([f"{action} {' '.join(specs)}"] if specs else [])
+    command = f"{action} {' '.join(specs)}" + (" with --auto-remove" if args["autoremove"] else "")
+    parts = (["update the apt cache"] if update else []) + ([command] if specs else [])
     payload = {"update": update, "action": action, "specs": specs}
     # what the packages install is known after apply (dpkg's database included)
     effects = (Fills("/var/lib/dpkg", "apt packages"),) if specs else ()
@@ -230,9 +276,10 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     if payload["update"]:
         update_cache(ctx)
     stdout = ""
-    if payload["specs"]:
-        ctx.progress(f"apt-get {payload['action']} {' '.join(payload['specs'])}")
-        argv = command_line(["apt-get", "-y", "-q", *_flags(args), payload["action"]], payload["specs"])
+    if payload["specs"] or payload["action"] == "autoremove":
+        ctx.progress(f"apt-get {payload['action']} {' '.join(payload['specs'])}".rstrip())
+        flags = _autoremove_flags(args) if payload["action"] == "autoremove" else _flags(args)
+        argv = command_line(["apt-get", "-y", "-q", *flags, payload["action"]], payload["specs"])
         result = ctx.conn.run(argv, check=False, env=APT_ENV)
         if result.rc != 0:
             raise TaskFailed(f"apt-get {payload['action']} failed (exit {result.rc}):\n{result.tail()}".rstrip())

@@ -115,7 +115,7 @@ def test_a_part_runs_only_the_set_up_its_tests_need() -> None:
     assert needed("tests/integration/vllm/test_serve_ssh.py") == ["gpu", "sudo", "haproxy", "ssh", "vllm"]
     assert needed("tests/integration/hub/") == ["gpu", "sudo", "ssh", "vllm", "hub"]
     assert needed("tests/differential", "tests/modules/test_lb_backend.py") == ["gpu", "sudo", "haproxy", "ansible"]
-    every = ["gpu", "sudo", "systemd", "browser", "haproxy", "ssh", "vllm", "hub", "ansible"]
+    every = ["gpu", "sudo", "systemd", "apt", "browser", "haproxy", "ssh", "vllm", "hub", "ansible"]
     integration = [step for step in every if step not in ("systemd", "ansible")]
     assert needed("tests") == every and needed(".") == every and needed("tests/integration") == integration
     assert needed("tests/modules/test_systemd_service.py") == ["gpu", "sudo", "systemd"]
@@ -130,6 +130,7 @@ HARNESS_STEP = {
     r"^from systemd_manager import": "systemd",
     r"playwright": "browser",
     r"^from harness import|^import harness": "ansible",
+    r'\["gpg", ': "apt",
 }
 
 
