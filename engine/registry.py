@@ -179,6 +179,7 @@ COLLECTION_MODULES = {
     "ansible.posix.mount": "mount",
     "ansible.posix.sysctl": "sysctl",
     "community.general.modprobe": "modprobe",
+    "community.general.timezone": "timezone",
 }
 
 

@@ -86,7 +86,7 @@ CORE_MODULES = frozenset(
 # Bare names ansible-core 2.19 routes to a collection (lib/ansible/config/
 # ansible_builtin_runtime.yml), as playbooks written before collections still use them.
 # Only names such playbooks commonly use are listed; rigger's own collection modules
-# (sysctl, mount, authorized_key, modprobe) are resolved before this table is asked.
+# (sysctl, mount, authorized_key, modprobe, timezone) are resolved before this table is asked.
 ROUTED_MODULES = {
     "acl": "ansible.posix.acl",
     "alternatives": "community.general.alternatives",
@@ -129,7 +129,6 @@ ROUTED_MODULES = {
     "selinux": "ansible.posix.selinux",
     "snap": "community.general.snap",
     "synchronize": "ansible.posix.synchronize",
-    "timezone": "community.general.timezone",
     "ufw": "community.general.ufw",
     "xml": "community.general.xml",
     "zypper": "community.general.zypper",

@@ -22,6 +22,7 @@ MODULES = (
     "sysctl",
     "systemd",
     "systemd_service",
+    "timezone",
     "uri",
     "user",
     "wait_for",

@@ -66,9 +66,9 @@ def test_a_short_module_name_under_collections_names_them(tmp_path: Path, rigger
     ("action", "named"),
     [
         ("rpm_key", "module 'rpm_key' is an Ansible module not available in rigger"),
-        ("package_facts", "module 'package_facts' is an Ansible module not available in rigger"),
-        ("pause", "module 'pause' is an Ansible module not available in rigger"),
-        ("timezone", "module 'timezone' is an Ansible module not available in rigger (Ansible routes it to"),
+        ("yum_repository", "module 'yum_repository' is an Ansible module not available in rigger"),
+        ("wait_for_connection", "module 'wait_for_connection' is an Ansible module not available in rigger"),
+        ("ufw", "module 'ufw' is an Ansible module not available in rigger (Ansible routes it to"),
     ],
 )
 def test_an_ansible_module_rigger_lacks_is_named_never_a_did_you_mean(
