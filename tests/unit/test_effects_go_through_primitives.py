@@ -220,6 +220,7 @@ EFFECTS: dict[str, Effect] = {
             "engine/probes/setup_facts.py": KERNEL,
             "engine/probes/setup_virtual.py": "lists udev's /dev/disk/by-uuid links (their targets are only named)",
             "modules/basic/include_vars.py": CONTROLLER + " (a vars dir: include_vars dir=)",
+            "engine/templating/lookups.py": CONTROLLER + " (fileglob: one folder's matches of a pattern)",
             "modules/serving/probes/vllm_liveness.py": KERNEL,
             "modules/gpu/probes/shm.py": SHM,
             "modules/checkpoints/probes/model_files.py": "lists one model directory (no recursion)",
