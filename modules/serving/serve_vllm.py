@@ -500,7 +500,8 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         return _inspected(status, spec_hash, args)
     start = _start_reason(status, spec_hash, args["state"], float(args["ready_timeout_s"]))
     start = start or _manager_reason(status, args) or _wedged_reason(ctx, args, spec, status)
-    unit_diff = unitserver.unit_drift(ctx, args, spec, _log_path(args)) if args["manager"] == "systemd" else None
+    drift = unitserver.unit_drift(ctx, args, spec, _log_path(args)) if args["manager"] == "systemd" else None
+    unit_diff, unit_print = drift or (None, {})
     if start is None and unit_diff is not None:
         return Change(
             summary=f"rewrite {unit_diff.label}, reload systemd and enable {unitserver.unit_name(args)} "
@@ -508,7 +509,7 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
             kind="unit",
             diffs=(unit_diff,),
             payload={"spec_hash": spec_hash},
-            fingerprint={f"file:{unit_diff.label}": content_digest(unit_diff.before.encode())},
+            fingerprint=unit_print,
         )
     if start is None:
         record = status.record or {}
@@ -532,7 +533,7 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         payload={"spec_hash": spec_hash, "argv": list(spec.argv)},
         fingerprint={
             **_start_fingerprint(ctx, args, spec, status),
-            **({f"file:{unit_diff.label}": content_digest(unit_diff.before.encode())} if unit_diff else {}),
+            **unit_print,
         },
         effects=(*_stops(status), Starts(str(args["name"]), tuple(spec.argv), int(args["port"]), _state_path(args))),
         kind=kind,

@@ -17,7 +17,7 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from engine.module_api import Diff, TaskContext, TaskFailed
+from engine.module_api import Diff, ScopedConnection, TaskContext, TaskFailed, content_digest
 from modules.serving.spec import CRASH_REPORT_ENV, LaunchSpec
 from modules.serving.unitfile import UnitSpec, render_env_file, render_unit, spec_hash_of
 from modules.system import units
@@ -73,9 +73,12 @@ def environment(spec: LaunchSpec) -> dict[str, str]:
     return {**CRASH_REPORT_ENV, **spec.env, **spec.secret_env}
 
 
-def unit_drift(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec, log_path: str) -> Diff | None:
-    """The unit file as it is against as it would be written, or None when it is current
-    and enabled. Read only: check mode shows this diff and writes nothing."""
+def unit_drift(
+    ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec, log_path: str
+) -> tuple[Diff, dict[str, str]] | None:
+    """The unit file as it is against as it would be written, and the fingerprint of the
+    file as it is; None when it is current and enabled. Read only: check mode shows this
+    diff and writes nothing."""
     units.require_systemd(ctx, "serve_vllm (manager: systemd)")
     path = unit_path(ctx, args)
     current = ctx.conn.read_file(path)
@@ -83,7 +86,7 @@ def unit_drift(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec, log_
     before = current.decode("utf-8", "replace") if current is not None else ""
     if before == wanted and _enabled(ctx, args):
         return None
-    return Diff(path, before, wanted)
+    return Diff(path, before, wanted), {f"file:{path}": content_digest(current)}
 
 
 def _enabled(ctx: TaskContext, args: Mapping[str, Any]) -> bool:
@@ -163,6 +166,14 @@ def launch(
     }
     ctx.conn.write_file(state_path, json.dumps(full, indent=2, sort_keys=True).encode(), mode=0o600)
     return full
+
+
+def main_pid(conn: ScopedConnection, record: Mapping[str, Any]) -> int:
+    """The MainPID of the unit a state record names, as its manager says now (0: none)."""
+    tool = units.systemctl_on(conn, {"scope": record.get("unit_scope", "system")})
+    shown = tool.ask_on(conn, "show", str(record["unit"]))
+    values = dict(line.split("=", 1) for line in shown.stdout.splitlines() if "=" in line)
+    return int(values.get("MainPID") or 0) if shown.rc == 0 else 0
 
 
 def stop(ctx: TaskContext, record: Mapping[str, Any], disable: bool) -> None:

@@ -84,6 +84,10 @@ def main_pid(manager: UserManager, unit: str = "rigger-vllm-t.service") -> int:
     return int(manager.show(unit, "MainPID"))
 
 
+def boot_id() -> str:
+    return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
 def argv_of(pid: int) -> list[str]:
     return [word.decode() for word in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]]
 
@@ -94,34 +98,35 @@ def environ_of(pid: int) -> dict[str, str]:
 
 
 def test_start_rerun_change_and_stop(manager: UserManager, tmp_path: Path) -> None:
+    """One play: start, the same task again, a spec change, a restart-policy change; then
+    another: stop, stop again. Each task's result names the pid it found or started."""
     port = free_port()
-    (started,) = run(manager, tmp_path, serve(manager, tmp_path, port=port))
-    pid = main_pid(manager)
-    assert started["changed"] and started["data"]["pid"] == pid and started["data"]["unit"] == "rigger-vllm-t.service"
-    assert manager.show("rigger-vllm-t.service", "ActiveState") == "active"
+    tasks = [
+        serve(manager, tmp_path, port=port),
+        serve(manager, tmp_path, port=port),
+        serve(manager, tmp_path, port=port, max_model_len=77),
+        serve(manager, tmp_path, port=port, max_model_len=77, unit_restart="always"),
+    ]
+    started, again, changed, policy = run(manager, tmp_path, *tasks)
+    pid, new_pid = started["data"]["pid"], changed["data"]["pid"]
+    assert started["changed"] and started["data"]["unit"] == "rigger-vllm-t.service", started
+    assert not again["changed"] and again["data"]["pid"] == pid, again
+    assert changed["changed"] and new_pid != pid and not Path(f"/proc/{pid}").exists(), changed
+    assert policy["changed"] and policy["data"]["pid"] == new_pid, policy  # rewritten and reloaded, not restarted
+    assert main_pid(manager) == new_pid and "--max-model-len" in argv_of(new_pid)
+    assert manager.show("rigger-vllm-t.service", "Restart") == "always"
     assert manager.systemctl("is-enabled", "rigger-vllm-t.service").stdout.strip() == "enabled"
-    record = json.loads((tmp_path / "state" / "t.json").read_text())
-    assert (record["pid"], record["unit_scope"]) == (pid, "user")
-
-    (again,) = run(manager, tmp_path, serve(manager, tmp_path, port=port))
-    assert not again["changed"] and main_pid(manager) == pid, again
-
-    (changed,) = run(manager, tmp_path, serve(manager, tmp_path, port=port, max_model_len=77))
-    new_pid = main_pid(manager)
-    assert changed["changed"] and new_pid not in (0, pid) and "--max-model-len" in argv_of(new_pid)
     unit_text = (manager.unit_dir / "rigger-vllm-t.service").read_text()
     assert f"X-Rigger-Spec-Hash={changed['data']['spec_hash']}" in unit_text
+    record = json.loads((tmp_path / "state" / "t.json").read_text())
+    assert (record["pid"], record["unit_scope"], record["boot_id"]) == (new_pid, "user", boot_id())
 
-    (policy,) = run(manager, tmp_path, serve(manager, tmp_path, port=port, max_model_len=77, unit_restart="always"))
-    assert policy["changed"] and main_pid(manager) == new_pid, policy  # rewritten and reloaded, not restarted
-    assert manager.show("rigger-vllm-t.service", "Restart") == "always"
-
-    (stopped,) = run(manager, tmp_path, serve(manager, tmp_path, port=port, state="stopped"))
-    assert stopped["changed"] and manager.show("rigger-vllm-t.service", "ActiveState") == "inactive"
+    stop = serve(manager, tmp_path, port=port, max_model_len=77, state="stopped")
+    stopped, still = run(manager, tmp_path, stop, stop)
+    assert stopped["changed"] and not still["changed"], (stopped, still)
+    assert manager.show("rigger-vllm-t.service", "ActiveState") == "inactive"
     assert manager.systemctl("is-enabled", "rigger-vllm-t.service").stdout.strip() == "disabled"
     assert not Path(f"/proc/{new_pid}").exists()
-    (still,) = run(manager, tmp_path, serve(manager, tmp_path, port=port, state="stopped"))
-    assert not still["changed"], still
 
 
 def test_check_mode_shows_the_unit_and_writes_nothing(manager: UserManager, tmp_path: Path) -> None:
@@ -160,7 +165,7 @@ def test_hostile_values_reach_the_server_unchanged_and_the_key_stays_out_of_the_
     assert KEY not in unit.read_text() and KEY in env_file.read_text()
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
     assert KEY not in (tmp_path / "state" / "hostile.json").read_text()
-    run(manager, tmp_path, {**task, "serve_vllm": {**task["serve_vllm"], "state": "stopped"}})
+    manager.systemctl("stop", "rigger-vllm-hostile.service")
 
 
 def test_after_a_reboot_the_unit_serves_again_without_a_rigger_run(tmp_path: Path) -> None:
@@ -179,11 +184,10 @@ def test_after_a_reboot_the_unit_serves_again_without_a_rigger_run(tmp_path: Pat
             time.sleep(0.05)
         pid = main_pid(after)
         assert pid not in (0, old_pid)
-        (found,) = run(after, tmp_path, serve(after, tmp_path, port=port))
+        found, again = run(after, tmp_path, serve(after, tmp_path, port=port), serve(after, tmp_path, port=port))
         assert not found["changed"] and found["data"]["pid"] == pid, found
+        assert not again["changed"] and again["data"]["pid"] == main_pid(after) == pid, again
         assert json.loads((tmp_path / "state" / "t.json").read_text())["pid"] == pid  # recorded as ours now
-        (again,) = run(after, tmp_path, serve(after, tmp_path, port=port))
-        assert not again["changed"] and main_pid(after) == pid, again
 
 
 # --- the renderer alone: what systemd would read is checked above; here what is refused ---

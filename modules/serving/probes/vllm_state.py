@@ -1,7 +1,8 @@
 """Read-only: what rigger recorded about a vLLM server, and whether it still runs.
 
-Args: ``state_path``, ``health_url`` (asked only while the recorded leader is alive),
-``timeout_s`` (per /health request; a request that times out is asked again, twice).
+Args: ``state_path``, ``main_pid`` (optional, see below), ``health_url`` (asked only
+while the recorded leader is alive), ``timeout_s`` (per /health request; a request that
+times out is asked again, twice).
 Answer: ``record`` (the state file, or None), ``leader_alive`` (the recorded pid is still
 the process rigger started: same start time, same boot, not a zombie), ``session`` (the
 vLLM processes rigger can prove are its server's, by identity: the recorded leader and
@@ -11,12 +12,12 @@ id), ``health_status`` (HTTP status of /health, or None), ``health_error``,
 the recorded leader started, from its start time in /proc: how long a server recorded as
 "starting" has been loading, whoever waited for it).
 
-A server run as a systemd unit (the record names its ``unit`` and ``unit_scope``) may have
-been started again by systemd itself (``Restart=``, or the host rebooted): its leader is
-then the unit's MainPID, identified by its own pid + start time + boot id. The record
-answered carries that identity (``adopted_from_unit``: the pid rigger recorded) and says
-"starting" until a run sees it ready and records it (serve_vllm waits for a server that is
-still loading instead of restarting it). ``unit_active`` is the unit's ActiveState.
+A server run as a systemd unit (the record names its ``unit``) may have been started again
+by systemd itself (``Restart=``, or the host rebooted): ``main_pid`` (the unit's MainPID,
+asked by the caller: session.read_status) is then its leader, identified by its own pid +
+start time + boot id. The record answered carries that identity (``adopted_from_unit``: the
+pid rigger recorded) and says "starting" until a run sees it ready and records it
+(serve_vllm waits for a server that is still loading instead of restarting it).
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ import base64
 import json
 import os
 import re
-import subprocess
 import time
 
 
@@ -72,13 +72,11 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         "health_status": None,
         "health_error": None,
         "leader_age_s": None,
-        "unit_active": None,
     }
     if record is None:
         return answer
-    if record.get("unit"):
-        record, answer["unit_active"] = unit_leader(record)
-        answer["record"] = record
+    if record.get("unit") and int(args.get("main_pid") or 0) > 0:
+        record = answer["record"] = unit_leader(record, int(args["main_pid"]))
     answer["session"] = session_members(record)
     answer["leader_alive"] = leader_alive(record, answer["session"])
     if answer["leader_alive"]:
@@ -90,32 +88,14 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
-def _systemctl_show(record: dict[str, Any]) -> dict[str, str]:
-    """MainPID and ActiveState of the recorded unit, as its manager says (read-only)."""
-    env = dict(os.environ)
-    scope = [] if record.get("unit_scope", "system") == "system" else ["--user"]
-    if scope and not env.get("XDG_RUNTIME_DIR"):  # where a user's manager listens, as Ansible looks
-        env["XDG_RUNTIME_DIR"] = f"/run/user/{os.geteuid()}"
-    argv = ["systemctl", *scope, "show", "-p", "MainPID", "-p", "ActiveState", "--", str(record["unit"])]
-    try:
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    return dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
-
-
-def unit_leader(record: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+def unit_leader(record: dict[str, Any], main_pid: int) -> dict[str, Any]:
     """The record with the unit's MainPID as its leader when systemd started another process."""
-    shown = _systemctl_show(record)
-    main_pid = int(shown.get("MainPID") or 0)
-    if main_pid <= 0:
-        return record, shown.get("ActiveState")
     found = call("procs", {"pids": [main_pid]})
     if not found["processes"]:
-        return record, shown.get("ActiveState")
+        return record
     identity = (main_pid, found["processes"][0]["start_time"], found["boot_id"])
     if identity == (record.get("pid"), record.get("start_time"), record.get("boot_id")):
-        return record, shown.get("ActiveState")
+        return record
     adopted = {k: v for k, v in record.items() if k != "members"}
     adopted.update(
         {
@@ -127,7 +107,7 @@ def unit_leader(record: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
             "adopted_from_unit": record.get("pid"),
         }
     )
-    return adopted, shown.get("ActiveState")
+    return adopted
 
 
 def age_s(start_ticks: int) -> float | None:
