@@ -53,7 +53,13 @@ path records its leader, so the spec hash, identity, wedge and readiness checks 
 same; a server systemd started again by itself (a reboot) is found by the unit's MainPID
 and waited for, not restarted. A changed spec rewrites the unit, reloads and restarts it;
 a unit file that differs only in what the spec hash does not cover (`unit_restart`) is
-rewritten and reloaded without a restart. `stopped` stops and disables the unit.
+rewritten and reloaded without a restart. `stopped` stops and disables the unit. The
+output goes to the log file (`StandardOutput=append:`), not the journal: the readiness
+watch and the crash-log readers read that file the same way for both managers, and no
+journald runs where rigger's tests drive a real systemd (PID 1 is not systemd there, so
+/run/systemd/journal is absent and output sent to the journal is lost). The EnvironmentFile
+holds the API key at rest (0600, in the 0700 state_dir): the detached server keeps it only
+in its process environment, a unit that starts at boot needs it on disk.
 `inspected` changes nothing: registered, it tells later tasks (`when:`) whether the
 server already runs healthy with this spec, so a play can skip its GPU clean-up then
 (playbooks/kimi_k25_nvfp4.yml does).

@@ -141,11 +141,3 @@ def render_unit(spec: UnitSpec) -> str:
         f"WantedBy={spec.wanted_by}",
     ]
     return "\n".join(lines) + "\n"
-
-
-def spec_hash_of(unit_text: str | None) -> str | None:
-    """The spec hash a unit file says it runs, or None."""
-    for line in (unit_text or "").splitlines():
-        if line.startswith(SPEC_HASH_KEY + "="):
-            return line.split("=", 1)[1].strip()
-    return None

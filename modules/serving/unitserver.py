@@ -15,11 +15,12 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from engine.module_api import Diff, ScopedConnection, TaskContext, TaskFailed, content_digest
-from modules.serving.spec import CRASH_REPORT_ENV, LaunchSpec
-from modules.serving.unitfile import UnitSpec, render_env_file, render_unit, spec_hash_of
+from modules.serving.spec import CRASH_REPORT_ENV, LaunchSpec, recorded_model
+from modules.serving.unitfile import UnitSpec, render_env_file, render_unit
 from modules.system import units
 
 SYSTEM_UNIT_DIR = "/etc/systemd/system"
@@ -31,11 +32,42 @@ def unit_name(args: Mapping[str, Any]) -> str:
     return f"rigger-vllm-{args['name']}.service"
 
 
-def _tool_args(args: Mapping[str, Any]) -> dict[str, Any]:
-    return {"scope": args["unit_scope"]}
+@dataclass(frozen=True)
+class Placement:
+    """Where a server's unit lives and which manager runs it; kept in its state record."""
+
+    unit: str
+    scope: str  # system | user
+    unit_path: str
+    env_path: str  # the EnvironmentFile, beside the state file
+
+    def as_record(self) -> dict[str, str]:
+        return {
+            "unit": self.unit,
+            "unit_scope": self.scope,
+            "unit_path": self.unit_path,
+            "unit_env_path": self.env_path,
+        }
 
 
-def unit_dir(ctx: TaskContext, args: Mapping[str, Any]) -> str:
+def placement(ctx: TaskContext, args: Mapping[str, Any]) -> Placement:
+    name = unit_name(args)
+    return Placement(
+        name,
+        str(args["unit_scope"]),
+        posixpath.join(_unit_dir(ctx, args), name),
+        posixpath.join(args["state_dir"], f"{args['name']}.env"),
+    )
+
+
+def placement_of(record: Mapping[str, Any]) -> Placement:
+    """The placement a state record written by ``start`` names."""
+    return Placement(
+        str(record["unit"]), str(record["unit_scope"]), str(record["unit_path"]), str(record["unit_env_path"])
+    )
+
+
+def _unit_dir(ctx: TaskContext, args: Mapping[str, Any]) -> str:
     if args.get("unit_dir"):
         return str(args["unit_dir"])
     if args["unit_scope"] == "system":
@@ -43,29 +75,27 @@ def unit_dir(ctx: TaskContext, args: Mapping[str, Any]) -> str:
     return str(ctx.conn.run_probe("expand_paths", {"paths": [USER_UNIT_DIR]})["paths"][0])
 
 
-def unit_path(ctx: TaskContext, args: Mapping[str, Any]) -> str:
-    return posixpath.join(unit_dir(ctx, args), unit_name(args))
-
-
-def env_path(args: Mapping[str, Any]) -> str:
-    return posixpath.join(args["state_dir"], f"{args['name']}.env")
-
-
-def rendered(args: Mapping[str, Any], spec: LaunchSpec, log_path: str) -> str:
-    model = str(args["model"])
-    return render_unit(
-        UnitSpec(
-            name=str(args["name"]),
-            argv=spec.argv,
-            environment_file=env_path(args),
-            log_path=log_path,
-            spec_hash=spec.spec_hash(),
-            restart=str(args["unit_restart"]),
-            stop_timeout_s=float(args["stop_timeout_s"]),
-            mounts=(model,) if model.startswith("/") else (),
-            wanted_by=WANTED_BY[str(args["unit_scope"])],
-        )
+def unit_spec(
+    place: Placement, name: str, argv: tuple[str, ...], log_path: str, spec_hash: str, restart: str, stop_s: float
+) -> UnitSpec:
+    model = recorded_model(argv) or ""
+    return UnitSpec(
+        name=name,
+        argv=argv,
+        environment_file=place.env_path,
+        log_path=log_path,
+        spec_hash=spec_hash,
+        restart=restart,
+        stop_timeout_s=stop_s,
+        mounts=(model,) if model.startswith("/") else (),
+        wanted_by=WANTED_BY[place.scope],
     )
+
+
+def _wanted(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec, log_path: str) -> tuple[Placement, UnitSpec]:
+    place = placement(ctx, args)
+    restart, stop_s = str(args["unit_restart"]), float(args["stop_timeout_s"])
+    return place, unit_spec(place, str(args["name"]), spec.argv, log_path, spec.spec_hash(), restart, stop_s)
 
 
 def environment(spec: LaunchSpec) -> dict[str, str]:
@@ -80,18 +110,13 @@ def unit_drift(
     file as it is; None when it is current and enabled. Read only: check mode shows this
     diff and writes nothing."""
     units.require_systemd(ctx, "serve_vllm (manager: systemd)")
-    path = unit_path(ctx, args)
-    current = ctx.conn.read_file(path)
-    wanted = rendered(args, spec, log_path)
+    place, wanted_spec = _wanted(ctx, args, spec, log_path)
+    current = ctx.conn.read_file(place.unit_path)
+    wanted = render_unit(wanted_spec)
     before = current.decode("utf-8", "replace") if current is not None else ""
-    if before == wanted and _enabled(ctx, args):
+    if before == wanted and enabled(ctx, place.as_record()):
         return None
-    return Diff(path, before, wanted), {f"file:{path}": content_digest(current)}
-
-
-def _enabled(ctx: TaskContext, args: Mapping[str, Any]) -> bool:
-    tool = units.systemctl(ctx, _tool_args(args))
-    return units.read_unit(ctx, tool, unit_name(args)).enabled
+    return Diff(place.unit_path, before, wanted), {f"file:{place.unit_path}": content_digest(current)}
 
 
 def enabled(ctx: TaskContext, record: Mapping[str, Any]) -> bool:
@@ -100,32 +125,73 @@ def enabled(ctx: TaskContext, record: Mapping[str, Any]) -> bool:
     return units.read_unit(ctx, tool, str(record["unit"])).enabled
 
 
-def unit_spec_hash(ctx: TaskContext, args: Mapping[str, Any]) -> str | None:
-    current = ctx.conn.read_file(unit_path(ctx, args))
-    return spec_hash_of(current.decode("utf-8", "replace") if current is not None else None)
-
-
-def _act(ctx: TaskContext, args: Mapping[str, Any], verb: str, name: str | None = None) -> None:
-    done = units.systemctl(ctx, _tool_args(args)).act(ctx, verb, name)
+def _act(ctx: TaskContext, scope: str, verb: str, name: str | None = None) -> None:
+    done = units.systemctl(ctx, {"scope": scope}).act(ctx, verb, name)
     if done.rc != 0:
         what = f"systemctl {verb} {name or ''}".strip()
         raise TaskFailed(f"serve_vllm: {what} failed (rc {done.rc}): {(done.stderr or done.stdout).strip()}")
 
 
-def write_unit(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec, log_path: str) -> str:
+def install(ctx: TaskContext, place: Placement, spec: UnitSpec, env: Mapping[str, str]) -> None:
     """The EnvironmentFile (0600) and the unit (0644) written, the manager reloaded, the unit
-    enabled (it starts at boot). Returns the unit's path."""
-    unit_text = rendered(args, spec, log_path)  # refuses an unrenderable value before any write
-    env_text = render_env_file(environment(spec))
-    for directory, mode in ((args["state_dir"], 0o700), (posixpath.dirname(log_path), 0o755)):
+    enabled (it starts at boot)."""
+    unit_text = render_unit(spec)  # refuses an unrenderable value before any write
+    env_text = render_env_file(env)
+    for directory, mode in (
+        (posixpath.dirname(place.env_path), 0o700),
+        (posixpath.dirname(spec.log_path), 0o755),
+        (posixpath.dirname(place.unit_path), 0o755),
+    ):
         ctx.conn.run_probe("fileio", {"op": "mkdir", "path": directory, "mode": mode})
-    path = unit_path(ctx, args)
-    ctx.conn.run_probe("fileio", {"op": "mkdir", "path": posixpath.dirname(path), "mode": 0o755})
-    ctx.conn.write_file(env_path(args), env_text.encode(), mode=0o600)
-    ctx.conn.write_file(path, unit_text.encode(), mode=0o644)
-    _act(ctx, args, "daemon-reload")
-    _act(ctx, args, "enable", unit_name(args))
-    return path
+    ctx.conn.write_file(place.env_path, env_text.encode(), mode=0o600)
+    ctx.conn.write_file(place.unit_path, unit_text.encode(), mode=0o644)
+    _act(ctx, place.scope, "daemon-reload")
+    _act(ctx, place.scope, "enable", place.unit)
+
+
+def write_unit(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec, log_path: str) -> None:
+    """The task's unit and environment written and enabled, the server left running."""
+    place, wanted = _wanted(ctx, args, spec, log_path)
+    install(ctx, place, wanted, environment(spec))
+
+
+def start(
+    ctx: TaskContext,
+    place: Placement,
+    spec: UnitSpec,
+    env: Mapping[str, str],
+    state_path: str,
+    record: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Install and (re)start the unit; record its MainPID's identity in the state file."""
+    install(ctx, place, spec, env)
+    # the previous start's log is kept as LOG.prev, as the detached launch keeps it
+    rotated = posixpath.basename(spec.log_path) + ".prev"
+    ctx.conn.run_probe("fileio", {"op": "rename", "path": spec.log_path, "new_name": rotated})
+    _act(ctx, place.scope, "restart", place.unit)
+    shown = units.read_unit(ctx, units.systemctl(ctx, {"scope": place.scope}), place.unit).status
+    pid = int(shown.get("MainPID") or 0)
+    procs = ctx.conn.run_probe("procs", {"pids": [pid]}) if pid else {"processes": []}
+    if not procs["processes"]:
+        raise TaskFailed(
+            f"serve_vllm: {place.unit} started but has no running main process (ActiveState "
+            f"{shown.get('ActiveState')}, SubState {shown.get('SubState')}); see {spec.log_path}"
+        )
+    full = {
+        **dict(record),
+        **place.as_record(),
+        "pid": pid,
+        "start_time": procs["processes"][0]["start_time"],
+        "boot_id": procs["boot_id"],
+        "sid": None,
+        "argv": list(spec.argv),
+        "log_path": spec.log_path,
+        "state_path": state_path,
+        "detached": False,
+        "unit_restart": spec.restart,
+    }
+    ctx.conn.write_file(state_path, json.dumps(full, indent=2, sort_keys=True).encode(), mode=0o600)
+    return full
 
 
 def launch(
@@ -136,36 +202,9 @@ def launch(
     state_path: str,
     record: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """Write and (re)start the unit; record its MainPID's identity in the state file."""
-    path = write_unit(ctx, args, spec, log_path)
-    # the previous start's log is kept as LOG.prev, as the detached launch keeps it
-    ctx.conn.run_probe("fileio", {"op": "rename", "path": log_path, "new_name": posixpath.basename(log_path) + ".prev"})
-    _act(ctx, args, "restart", unit_name(args))
-    tool = units.systemctl(ctx, _tool_args(args))
-    shown = units.read_unit(ctx, tool, unit_name(args)).status
-    main_pid = int(shown.get("MainPID") or 0)
-    procs = ctx.conn.run_probe("procs", {"pids": [main_pid]}) if main_pid else {"processes": []}
-    if not procs["processes"]:
-        raise TaskFailed(
-            f"serve_vllm: {unit_name(args)} started but has no running main process (ActiveState "
-            f"{shown.get('ActiveState')}, SubState {shown.get('SubState')}); see {log_path}"
-        )
-    full = {
-        **dict(record),
-        "pid": main_pid,
-        "start_time": procs["processes"][0]["start_time"],
-        "boot_id": procs["boot_id"],
-        "sid": None,
-        "argv": list(spec.argv),
-        "log_path": log_path,
-        "state_path": state_path,
-        "detached": False,
-        "unit": unit_name(args),
-        "unit_scope": args["unit_scope"],
-        "unit_path": path,
-    }
-    ctx.conn.write_file(state_path, json.dumps(full, indent=2, sort_keys=True).encode(), mode=0o600)
-    return full
+    """serve_vllm's start under systemd."""
+    place, wanted = _wanted(ctx, args, spec, log_path)
+    return start(ctx, place, wanted, environment(spec), state_path, record)
 
 
 def main_pid(conn: ScopedConnection, record: Mapping[str, Any]) -> int:
@@ -179,7 +218,7 @@ def main_pid(conn: ScopedConnection, record: Mapping[str, Any]) -> int:
 def stop(ctx: TaskContext, record: Mapping[str, Any], disable: bool) -> None:
     """Stop the recorded unit (systemd ends its whole cgroup); disable it when asked, so a
     reboot does not start it again."""
-    scoped = {"unit_scope": record.get("unit_scope", "system")}
-    _act(ctx, scoped, "stop", str(record["unit"]))
+    scope = str(record.get("unit_scope", "system"))
+    _act(ctx, scope, "stop", str(record["unit"]))
     if disable:
-        _act(ctx, scoped, "disable", str(record["unit"]))
+        _act(ctx, scope, "disable", str(record["unit"]))

@@ -97,17 +97,42 @@ def environ_of(pid: int) -> dict[str, str]:
     return dict(pair.decode().split("=", 1) for pair in pairs if b"=" in pair)
 
 
-def test_start_rerun_change_and_stop(manager: UserManager, tmp_path: Path) -> None:
-    """One play: start, the same task again, a spec change, a restart-policy change; then
-    another: stop, stop again. Each task's result names the pid it found or started."""
+# The rollout's way back (modules/serving/restore.py) for a recorded state, run in the
+# manager's namespace as rigger runs there: the test process is outside it.
+RELAUNCH = """
+import json, sys
+from engine.connection.base import ScopedConnection
+from engine.connection.local import LocalConnection
+from engine.module_api import TaskContext
+from modules.serving import restore
+ctx = TaskContext(host_name="localhost", conn=ScopedConnection(LocalConnection()), facts={}, vars={})
+record = json.loads(sys.argv[1])
+print(json.dumps(restore.relaunch(ctx, record, api_key=None, ready_timeout_s=20, stop_timeout_s=5)))
+"""
+
+
+def relaunch(manager: UserManager, record: dict[str, Any]) -> dict[str, Any]:
+    env = {name: value for name, value in os.environ.items() if name != "XDG_RUNTIME_DIR"}
+    argv = manager.inside([sys.executable, "-c", RELAUNCH, json.dumps(record)])
+    done = subprocess.run(argv, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    answer: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return answer
+
+
+def test_start_rerun_change_rollback_and_stop(manager: UserManager, tmp_path: Path) -> None:
+    """Plays: start; the same task again, a spec change, a restart-policy change; then the
+    first server's record relaunched (a rollout's rollback); then stop, stop again. Each
+    task's result names the pid it found or started."""
     port = free_port()
+    (started,) = run(manager, tmp_path, serve(manager, tmp_path, port=port))
+    first_record = json.loads((tmp_path / "state" / "t.json").read_text())
     tasks = [
-        serve(manager, tmp_path, port=port),
         serve(manager, tmp_path, port=port),
         serve(manager, tmp_path, port=port, max_model_len=77),
         serve(manager, tmp_path, port=port, max_model_len=77, unit_restart="always"),
     ]
-    started, again, changed, policy = run(manager, tmp_path, *tasks)
+    again, changed, policy = run(manager, tmp_path, *tasks)
     pid, new_pid = started["data"]["pid"], changed["data"]["pid"]
     assert started["changed"] and started["data"]["unit"] == "rigger-vllm-t.service", started
     assert not again["changed"] and again["data"]["pid"] == pid, again
@@ -121,7 +146,13 @@ def test_start_rerun_change_and_stop(manager: UserManager, tmp_path: Path) -> No
     record = json.loads((tmp_path / "state" / "t.json").read_text())
     assert (record["pid"], record["unit_scope"], record["boot_id"]) == (new_pid, "user", boot_id())
 
-    stop = serve(manager, tmp_path, port=port, max_model_len=77, state="stopped")
+    back = relaunch(manager, first_record)
+    assert back["pid"] == main_pid(manager) not in (new_pid, pid) and "--max-model-len" not in argv_of(back["pid"])
+    unit_text = (manager.unit_dir / "rigger-vllm-t.service").read_text()
+    assert f"X-Rigger-Spec-Hash={started['data']['spec_hash']}" in unit_text and "Restart=on-failure" in unit_text
+    new_pid = back["pid"]
+
+    stop = serve(manager, tmp_path, port=port, state="stopped")
     stopped, still = run(manager, tmp_path, stop, stop)
     assert stopped["changed"] and not still["changed"], (stopped, still)
     assert manager.show("rigger-vllm-t.service", "ActiveState") == "inactive"
