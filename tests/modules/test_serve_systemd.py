@@ -120,19 +120,17 @@ def relaunch(manager: UserManager, record: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
-def test_start_rerun_change_rollback_and_stop(manager: UserManager, tmp_path: Path) -> None:
-    """Plays: start; the same task again, a spec change, a restart-policy change; then the
-    first server's record relaunched (a rollout's rollback); then stop, stop again. Each
-    task's result names the pid it found or started."""
+def test_start_rerun_change_and_stop(manager: UserManager, tmp_path: Path) -> None:
+    """One play: start, the same task again, a spec change, a restart-policy change; then
+    another: stop, stop again. Each task's result names the pid it found or started."""
     port = free_port()
-    (started,) = run(manager, tmp_path, serve(manager, tmp_path, port=port))
-    first_record = json.loads((tmp_path / "state" / "t.json").read_text())
     tasks = [
+        serve(manager, tmp_path, port=port),
         serve(manager, tmp_path, port=port),
         serve(manager, tmp_path, port=port, max_model_len=77),
         serve(manager, tmp_path, port=port, max_model_len=77, unit_restart="always"),
     ]
-    again, changed, policy = run(manager, tmp_path, *tasks)
+    started, again, changed, policy = run(manager, tmp_path, *tasks)
     pid, new_pid = started["data"]["pid"], changed["data"]["pid"]
     assert started["changed"] and started["data"]["unit"] == "rigger-vllm-t.service", started
     assert not again["changed"] and again["data"]["pid"] == pid, again
@@ -146,18 +144,29 @@ def test_start_rerun_change_rollback_and_stop(manager: UserManager, tmp_path: Pa
     record = json.loads((tmp_path / "state" / "t.json").read_text())
     assert (record["pid"], record["unit_scope"], record["boot_id"]) == (new_pid, "user", boot_id())
 
-    back = relaunch(manager, first_record)
-    assert back["pid"] == main_pid(manager) not in (new_pid, pid) and "--max-model-len" not in argv_of(back["pid"])
-    unit_text = (manager.unit_dir / "rigger-vllm-t.service").read_text()
-    assert f"X-Rigger-Spec-Hash={started['data']['spec_hash']}" in unit_text and "Restart=on-failure" in unit_text
-    new_pid = back["pid"]
-
     stop = serve(manager, tmp_path, port=port, state="stopped")
     stopped, still = run(manager, tmp_path, stop, stop)
     assert stopped["changed"] and not still["changed"], (stopped, still)
     assert manager.show("rigger-vllm-t.service", "ActiveState") == "inactive"
     assert manager.systemctl("is-enabled", "rigger-vllm-t.service").stdout.strip() == "disabled"
     assert not Path(f"/proc/{new_pid}").exists()
+
+
+def test_a_rollback_brings_the_recorded_unit_back(manager: UserManager, tmp_path: Path) -> None:
+    """The first server's record relaunched after a spec change (a rollout's rollback): the
+    unit is written again from the record and restarted; its new MainPID serves the old argv."""
+    port = free_port()
+    (started,) = run(manager, tmp_path, serve(manager, tmp_path, name="back", port=port))
+    first_record = json.loads((tmp_path / "state" / "back.json").read_text())
+    (changed,) = run(manager, tmp_path, serve(manager, tmp_path, name="back", port=port, max_model_len=77))
+    back = relaunch(manager, first_record)
+    unit = "rigger-vllm-back.service"
+    assert back["pid"] == main_pid(manager, unit) not in (changed["data"]["pid"], started["data"]["pid"])
+    assert "--max-model-len" not in argv_of(back["pid"])
+    unit_text = (manager.unit_dir / unit).read_text()
+    assert f"X-Rigger-Spec-Hash={started['data']['spec_hash']}" in unit_text
+    assert json.loads((tmp_path / "state" / "back.json").read_text())["pid"] == back["pid"]
+    manager.systemctl("disable", "--now", unit)
 
 
 def test_check_mode_shows_the_unit_and_writes_nothing(manager: UserManager, tmp_path: Path) -> None:
