@@ -45,21 +45,22 @@ free. A port held by a process rigger did not start is a clear failure naming it
 The API key travels only in the launch environment (`VLLM_API_KEY`), named by
 `api_key_env` (a variable of the environment rigger runs in): never in argv or output.
 `manager: systemd` runs the same server as a systemd unit instead (modules/serving/
-unitserver.py; the unit rendered by modules/serving/unitfile.py): `Restart=` (`unit_restart`),
-ordered after nvidia-persistenced and the model's mount, enabled so it starts at boot, its
-environment in an EnvironmentFile written 0600, its output appended to the same log file.
-The state file records the unit's MainPID (pid + start time + boot id) as the detached
-path records its leader, so the spec hash, identity, wedge and readiness checks are the
-same; a server systemd started again by itself (a reboot) is found by the unit's MainPID
-and waited for, not restarted. A changed spec rewrites the unit, reloads and restarts it;
-a unit file that differs only in what the spec hash does not cover (`unit_restart`) is
-rewritten and reloaded without a restart. `stopped` stops and disables the unit. The
-output goes to the log file (`StandardOutput=append:`), not the journal: the readiness
-watch and the crash-log readers read that file the same way for both managers, and no
-journald runs where rigger's tests drive a real systemd (PID 1 is not systemd there, so
-/run/systemd/journal is absent and output sent to the journal is lost). The EnvironmentFile
-holds the API key at rest (0600, in the 0700 state_dir): the detached server keeps it only
-in its process environment, a unit that starts at boot needs it on disk.
+unitserver.py; the unit rendered by modules/serving/unitfile.py): `Restart=`
+(`unit_restart`), ordered after nvidia-persistenced and the model's mount, enabled so it
+starts at boot, its environment in an EnvironmentFile written 0600, its output appended to
+the same log file. The state file records the unit's MainPID (pid + start time + boot id)
+as the detached path records its leader, so the spec hash, identity, wedge and readiness
+checks are the same; a server systemd started again by itself (a reboot) is found by the
+unit's MainPID and waited for, not restarted. A changed spec rewrites the unit, reloads
+and restarts it; a unit file that differs only in what the spec hash does not cover
+(`unit_restart`) is rewritten and reloaded without a restart (a change of kind `unit`, for
+`rigger watch`). `stopped` stops and disables the unit. The output goes to the log file
+(`StandardOutput=append:`), not the journal: the readiness watch and the crash-log readers
+read that file the same way for both managers, and no journald runs where rigger's tests
+drive a real systemd (PID 1 is not systemd there, so /run/systemd/journal is absent and
+output sent to the journal is lost). The EnvironmentFile holds the API key at rest (0600,
+in the 0700 state_dir): the detached server keeps it only in its process environment, a
+unit that starts at boot needs it on disk.
 `inspected` changes nothing: registered, it tells later tasks (`when:`) whether the
 server already runs healthy with this spec, so a play can skip its GPU clean-up then
 (playbooks/kimi_k25_nvfp4.yml does).
@@ -730,6 +731,12 @@ def _check_model(conn: ScopedConnection, args: Mapping[str, Any]) -> None:
         raise TaskFailed(f"serve_vllm: {missing}", {"model": str(args["model"])})
 
 
+def _leaves_the_unit(args: Mapping[str, Any], record: Mapping[str, Any]) -> bool:
+    """The recorded unit is not the one this start uses (another manager or scope): disabled
+    when stopped, so a reboot does not start it beside the new server."""
+    return bool(args["manager"] != "systemd" or record.get("unit_scope") != args["unit_scope"])
+
+
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     status = sessions.read_status(ctx.conn, _state_path(args), _base_url(args) + "/health")
     if args["state"] == "stopped":
@@ -746,7 +753,7 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     _check_model(ctx.conn, args)
     _check_port(ctx.conn, args, status)
     smoke = run_smoke(ctx, args, spec.env)
-    _stop(ctx, args, status, disable=args["manager"] != "systemd")
+    _stop(ctx, args, status, disable=_leaves_the_unit(args, record))
     sessions.ensure_port_free(ctx.conn, int(args["port"]), float(args["stop_timeout_s"]))
     result = _start(ctx, args, spec)
     return Result(
