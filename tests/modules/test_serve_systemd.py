@@ -43,7 +43,7 @@ def manager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UserManager]:
         yield running
 
 
-def serve(manager: UserManager, tmp: Path, **args: Any) -> dict[str, Any]:
+def serve(systemd: UserManager, tmp: Path, **args: Any) -> dict[str, Any]:
     model = tmp / "model"
     model.mkdir(exist_ok=True)
     (model / "config.json").write_text("{}")
@@ -54,7 +54,7 @@ def serve(manager: UserManager, tmp: Path, **args: Any) -> dict[str, Any]:
         "port": args.pop("port", None) or free_port(),
         "manager": "systemd",
         "unit_scope": "user",
-        "unit_dir": str(manager.unit_dir),
+        "unit_dir": str(systemd.unit_dir),
         "state_dir": str(tmp / "state"),
         "ready_timeout_s": 20,
         "stop_timeout_s": 5,
@@ -86,6 +86,14 @@ def main_pid(manager: UserManager, unit: str = "rigger-vllm-t.service") -> int:
 
 def boot_id() -> str:
     return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (a detached server's parent is PID 1 here, which may reap late)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def argv_of(pid: int) -> list[str]:
@@ -134,7 +142,7 @@ def test_start_rerun_change_and_stop(manager: UserManager, tmp_path: Path) -> No
     pid, new_pid = started["data"]["pid"], changed["data"]["pid"]
     assert started["changed"] and started["data"]["unit"] == "rigger-vllm-t.service", started
     assert not again["changed"] and again["data"]["pid"] == pid, again
-    assert changed["changed"] and new_pid != pid and not Path(f"/proc/{pid}").exists(), changed
+    assert changed["changed"] and new_pid != pid and not running(pid), changed
     assert policy["changed"] and policy["data"]["pid"] == new_pid, policy  # rewritten and reloaded, not restarted
     assert main_pid(manager) == new_pid and "--max-model-len" in argv_of(new_pid)
     assert manager.show("rigger-vllm-t.service", "Restart") == "always"
@@ -149,7 +157,7 @@ def test_start_rerun_change_and_stop(manager: UserManager, tmp_path: Path) -> No
     assert stopped["changed"] and not still["changed"], (stopped, still)
     assert manager.show("rigger-vllm-t.service", "ActiveState") == "inactive"
     assert manager.systemctl("is-enabled", "rigger-vllm-t.service").stdout.strip() == "disabled"
-    assert not Path(f"/proc/{new_pid}").exists()
+    assert not running(new_pid)
 
 
 def test_a_rollback_brings_the_recorded_unit_back(manager: UserManager, tmp_path: Path) -> None:
@@ -167,6 +175,30 @@ def test_a_rollback_brings_the_recorded_unit_back(manager: UserManager, tmp_path
     assert f"X-Rigger-Spec-Hash={started['data']['spec_hash']}" in unit_text
     assert json.loads((tmp_path / "state" / "back.json").read_text())["pid"] == back["pid"]
     manager.systemctl("disable", "--now", unit)
+
+
+def test_switching_managers_restarts_under_the_other_and_leaves_no_unit_enabled(
+    manager: UserManager, tmp_path: Path
+) -> None:
+    """One play: detached, then the same spec under systemd, then detached again, then stopped.
+    The spec hash is the same each time; the manager alone makes the restart."""
+    port, unit = free_port(), "rigger-vllm-sw.service"
+    tasks = [
+        serve(manager, tmp_path, name="sw", port=port, manager=wanted) for wanted in ("detached", "systemd", "detached")
+    ]
+    tasks.append(serve(manager, tmp_path, name="sw", port=port, manager="detached", state="stopped"))
+    detached, as_unit, back, stopped = run(manager, tmp_path, *tasks)
+    assert [r["changed"] for r in (detached, as_unit, back, stopped)] == [True, True, True, True]
+    assert detached["data"]["spec_hash"] == as_unit["data"]["spec_hash"] == back["data"]["spec_hash"]
+    assert (detached["data"]["manager"], as_unit["data"]["manager"], back["data"]["manager"]) == (
+        "detached",
+        "systemd",
+        "detached",
+    )
+    pids = [detached["data"]["pid"], as_unit["data"]["pid"], back["data"]["pid"]]
+    assert len(set(pids)) == 3 and not any(running(pid) for pid in pids)
+    assert manager.show(unit, "ActiveState") == "inactive"
+    assert manager.systemctl("is-enabled", unit).stdout.strip() == "disabled"
 
 
 def test_check_mode_shows_the_unit_and_writes_nothing(manager: UserManager, tmp_path: Path) -> None:
@@ -217,7 +249,7 @@ def test_after_a_reboot_the_unit_serves_again_without_a_rigger_run(tmp_path: Pat
     with user_manager(root) as before:
         (started,) = run(before, tmp_path, serve(before, tmp_path, port=port))
         old_pid = started["data"]["pid"]
-    assert not Path(f"/proc/{old_pid}").exists()
+    assert not running(old_pid)
     with user_manager(root) as after:
         deadline = time.monotonic() + 15
         while after.show("rigger-vllm-t.service", "ActiveState") != "active" and time.monotonic() < deadline:
