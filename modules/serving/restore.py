@@ -67,7 +67,7 @@ def relaunch(
     kept = {key: record[key] for key in RECORD_KEPT if key in record}
     if record.get("unit"):
         place = unitserver.placement_of(record)
-        restart = str(record.get("unit_restart") or "on-failure")
+        restart = (str(record.get("unit_restart") or "on-failure"), float(record.get("unit_restart_sec") or 5))
         spec = unitserver.unit_spec(
             place,
             str(record["name"]),

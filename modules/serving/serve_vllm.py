@@ -305,6 +305,12 @@ SCHEMA: dict[str, Any] = {
             "default": "on-failure",
             "description": "With manager systemd: the unit's Restart= policy (systemd.service(5)).",
         },
+        "unit_restart_sec": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 5,
+            "description": "With manager systemd: seconds systemd waits before it restarts the server (RestartSec=).",
+        },
     },
 }
 

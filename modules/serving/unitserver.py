@@ -76,8 +76,15 @@ def _unit_dir(ctx: TaskContext, args: Mapping[str, Any]) -> str:
 
 
 def unit_spec(
-    place: Placement, name: str, argv: tuple[str, ...], log_path: str, spec_hash: str, restart: str, stop_s: float
+    place: Placement,
+    name: str,
+    argv: tuple[str, ...],
+    log_path: str,
+    spec_hash: str,
+    restart: tuple[str, float],
+    stop_s: float,
 ) -> UnitSpec:
+    """The unit for a server; ``restart``: Restart= and RestartSec=."""
     model = recorded_model(argv) or ""
     return UnitSpec(
         name=name,
@@ -85,7 +92,8 @@ def unit_spec(
         environment_file=place.env_path,
         log_path=log_path,
         spec_hash=spec_hash,
-        restart=restart,
+        restart=restart[0],
+        restart_sec=restart[1],
         stop_timeout_s=stop_s,
         mounts=(model,) if model.startswith("/") else (),
         wanted_by=WANTED_BY[place.scope],
@@ -94,7 +102,8 @@ def unit_spec(
 
 def _wanted(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec, log_path: str) -> tuple[Placement, UnitSpec]:
     place = placement(ctx, args)
-    restart, stop_s = str(args["unit_restart"]), float(args["stop_timeout_s"])
+    restart = (str(args["unit_restart"]), float(args["unit_restart_sec"]))
+    stop_s = float(args["stop_timeout_s"])
     return place, unit_spec(place, str(args["name"]), spec.argv, log_path, spec.spec_hash(), restart, stop_s)
 
 
@@ -189,6 +198,7 @@ def start(
         "state_path": state_path,
         "detached": False,
         "unit_restart": spec.restart,
+        "unit_restart_sec": spec.restart_sec,
     }
     ctx.conn.write_file(state_path, json.dumps(full, indent=2, sort_keys=True).encode(), mode=0o600)
     return full

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -43,7 +44,7 @@ def manager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UserManager]:
         yield running
 
 
-def serve(systemd: UserManager, tmp: Path, **args: Any) -> dict[str, Any]:
+def serve(systemd: UserManager | None, tmp: Path, **args: Any) -> dict[str, Any]:
     model = tmp / "model"
     model.mkdir(exist_ok=True)
     (model / "config.json").write_text("{}")
@@ -54,7 +55,7 @@ def serve(systemd: UserManager, tmp: Path, **args: Any) -> dict[str, Any]:
         "port": args.pop("port", None) or free_port(),
         "manager": "systemd",
         "unit_scope": "user",
-        "unit_dir": str(systemd.unit_dir),
+        "unit_dir": str(systemd.unit_dir) if systemd else None,
         "state_dir": str(tmp / "state"),
         "ready_timeout_s": 20,
         "stop_timeout_s": 5,
@@ -240,23 +241,48 @@ def test_hostile_values_reach_the_server_unchanged_and_the_key_stays_out_of_the_
     manager.systemctl("stop", "rigger-vllm-hostile.service")
 
 
+def wait_restarted(manager: UserManager, old_pid: int) -> int:
+    """The unit's MainPID once systemd started a process other than ``old_pid``."""
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        pid = main_pid(manager)
+        if pid not in (0, old_pid) and manager.show("rigger-vllm-t.service", "ActiveState") == "active":
+            return pid
+        time.sleep(0.05)
+    raise AssertionError(f"systemd did not start rigger-vllm-t.service again (MainPID {main_pid(manager)})")
+
+
+def reboot_task(root: Path, tmp: Path, port: int) -> dict[str, Any]:
+    return serve(None, tmp, port=port, unit_dir=str(root / "data" / "systemd" / "user"), unit_restart_sec=0.1)
+
+
+def test_after_a_crash_systemd_starts_it_again_and_rigger_finds_it(tmp_path: Path) -> None:
+    """Its server killed, systemd starts it again (Restart=on-failure, RestartSec=0.1): the
+    next run finds it by the unit's MainPID (another pid than recorded) and changes nothing."""
+    root, port = tmp_path / "systemd", free_port()
+    root.mkdir()
+    task = reboot_task(root, tmp_path, port)
+    with user_manager(root) as manager:
+        (started,) = run(manager, tmp_path, task)
+        os.kill(started["data"]["pid"], signal.SIGKILL)
+        restarted = wait_restarted(manager, started["data"]["pid"])
+        (found,) = run(manager, tmp_path, task)
+        assert not found["changed"] and found["data"]["pid"] == restarted, found
+
+
 def test_after_a_reboot_the_unit_serves_again_without_a_rigger_run(tmp_path: Path) -> None:
     """The unit is enabled; the manager stops (its processes with it) and a new one starts
     on the same directories, as after a reboot: the server answers with no rigger run, and
     the next run finds it by the unit's MainPID and changes nothing."""
     root, port = tmp_path / "systemd", free_port()
     root.mkdir()
+    task = reboot_task(root, tmp_path, port)
     with user_manager(root) as before:
-        (started,) = run(before, tmp_path, serve(before, tmp_path, port=port))
-        old_pid = started["data"]["pid"]
-    assert not running(old_pid)
+        (started,) = run(before, tmp_path, task)
+    assert not running(started["data"]["pid"])
     with user_manager(root) as after:
-        deadline = time.monotonic() + 15
-        while after.show("rigger-vllm-t.service", "ActiveState") != "active" and time.monotonic() < deadline:
-            time.sleep(0.05)
-        pid = main_pid(after)
-        assert pid not in (0, old_pid)
-        found, again = run(after, tmp_path, serve(after, tmp_path, port=port), serve(after, tmp_path, port=port))
+        pid = wait_restarted(after, started["data"]["pid"])
+        found, again = run(after, tmp_path, task, task)
         assert not found["changed"] and found["data"]["pid"] == pid, found
         assert not again["changed"] and again["data"]["pid"] == main_pid(after) == pid, again
         assert json.loads((tmp_path / "state" / "t.json").read_text())["pid"] == pid  # recorded as ours now
