@@ -691,8 +691,9 @@ def _until_ready(
 def _left_starting(ctx: TaskContext, args: Mapping[str, Any], record: Mapping[str, Any] | None) -> None:
     """For the run's ``interrupted`` event: the server this task leaves loading on purpose."""
     which = f"vLLM pid {record['pid']}" if record else "the vLLM launched as the signal came"
+    how = f"run by systemd as {unitserver.unit_name(args)}" if args["manager"] == "systemd" else "detached by design"
     ctx.conn.left_running.append(
-        f"{which} on port {args['port']}, still starting (detached by design; {_state_path(args)} "
+        f"{which} on port {args['port']}, still starting ({how}; {_state_path(args)} "
         "records it as 'starting': the next run waits for it)"
     )
 
