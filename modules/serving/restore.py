@@ -9,6 +9,8 @@ recorded argv names (a venv ensure_vllm kept). The model's config files are not 
 here: the caller puts their previous bytes back first (the rollout keeps them before its
 change, modules/rollout/checkpoint.py); the ones whose digest still is not the recorded one
 are named in the answer (``config_differs``), since the record would claim other bytes.
+A server recorded as a systemd unit comes back as that unit: its unit file and
+EnvironmentFile written again from the record, the unit restarted (modules/serving/unitserver.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from engine.module_api import TaskContext, TaskFailed
 from modules.serving import session as sessions
+from modules.serving import unitserver
 from modules.serving.spec import API_KEY_VAR, CRASH_REPORT_ENV, config_digests, read_config_files, recorded_model
 from modules.serving.waiting import WaitTarget, wait_ready
 
@@ -50,6 +53,9 @@ def relaunch(
     """The recorded server running and ready again; its readiness evidence as data."""
     state_path = str(record["state_path"])
     status = sessions.read_status(ctx.conn, state_path, "")
+    if (status.record or {}).get("unit"):  # Restart= would bring back the server being replaced
+        unitserver.stop(ctx, status.record or {}, disable=False)
+        status = sessions.read_status(ctx.conn, state_path, "")
     if status.session:
         sessions.stop_session(ctx.conn, status.session, stop_timeout_s)
     sessions.ensure_port_free(ctx.conn, int(record["port"]), stop_timeout_s)
@@ -57,14 +63,25 @@ def relaunch(
     argv = [str(a) for a in record["argv"]]
     differs = config_differs(ctx, record)  # what the relaunched server reads, against its record
     ctx.progress(f"rolling back: launching the recorded {posixpath.basename(argv[0])} server again")
-    launched = sessions.launch(
-        ctx.conn,
-        argv=argv,
-        env={**CRASH_REPORT_ENV, **dict(record.get("env") or {}), **secret},
-        log_path=str(record["log_path"]),
-        state_path=state_path,
-        record={key: record[key] for key in RECORD_KEPT if key in record},
-    )
+    env = {**CRASH_REPORT_ENV, **dict(record.get("env") or {}), **secret}
+    kept = {key: record[key] for key in RECORD_KEPT if key in record}
+    if record.get("unit"):
+        place = unitserver.placement_of(record)
+        restart = (str(record.get("unit_restart") or "on-failure"), float(record.get("unit_restart_sec") or 5))
+        spec = unitserver.unit_spec(
+            place,
+            str(record["name"]),
+            tuple(argv),
+            str(record["log_path"]),
+            str(record["spec_hash"]),
+            restart,
+            stop_timeout_s,
+        )
+        launched = unitserver.start(ctx, place, spec, env, state_path, kept)
+    else:
+        launched = sessions.launch(
+            ctx.conn, argv=argv, env=env, log_path=str(record["log_path"]), state_path=state_path, record=kept
+        )
     target = WaitTarget(
         pid=int(launched["pid"]),
         start_time=launched.get("start_time"),

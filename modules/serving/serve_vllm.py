@@ -44,6 +44,23 @@ never a process that merely has the recorded session id) and waits until the por
 free. A port held by a process rigger did not start is a clear failure naming it; rigger never kills it.
 The API key travels only in the launch environment (`VLLM_API_KEY`), named by
 `api_key_env` (a variable of the environment rigger runs in): never in argv or output.
+`manager: systemd` runs the same server as a systemd unit instead (modules/serving/
+unitserver.py; the unit rendered by modules/serving/unitfile.py): `Restart=`
+(`unit_restart`), ordered after nvidia-persistenced and the model's mount, enabled so it
+starts at boot, its environment in an EnvironmentFile written 0600, its output appended to
+the same log file. The state file records the unit's MainPID (pid + start time + boot id)
+as the detached path records its leader, so the spec hash, identity, wedge and readiness
+checks are the same; a server systemd started again by itself (a reboot) is found by the
+unit's MainPID and waited for, not restarted. A changed spec rewrites the unit, reloads
+and restarts it; a unit file that differs only in what the spec hash does not cover
+(`unit_restart`) is rewritten and reloaded without a restart (a change of kind `unit`, for
+`rigger watch`). `stopped` stops and disables the unit. The output goes to the log file
+(`StandardOutput=append:`), not the journal: the readiness watch and the crash-log readers
+read that file the same way for both managers, and no journald runs where rigger's tests
+drive a real systemd (PID 1 is not systemd there, so /run/systemd/journal is absent and
+output sent to the journal is lost). The EnvironmentFile holds the API key at rest (0600,
+in the 0700 state_dir): the detached server keeps it only in its process environment, a
+unit that starts at boot needs it on disk.
 `inspected` changes nothing: registered, it tells later tasks (`when:`) whether the
 server already runs healthy with this spec, so a play can skip its GPU clean-up then
 (playbooks/kimi_k25_nvfp4.yml does).
@@ -69,7 +86,7 @@ from engine.module_api import (
     Unchanged,
     content_digest,
 )
-from modules.serving import loglines
+from modules.serving import loglines, unitserver
 from modules.serving import session as sessions
 from modules.serving.collective import run_smoke
 from modules.serving.packages import package_fingerprint
@@ -90,7 +107,8 @@ ANY_ADDRESS = ("0.0.0.0", "::", "")
 NOT_A_FLAG = "^[^-]"
 
 # path arguments Ansible would expand on the host (~, $VAR): expanded there before plan()
-HOST_PATHS = ("state_dir", "log_path")
+HOST_PATHS = ("state_dir", "log_path", "unit_dir")
+MANAGERS = ("detached", "systemd")
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -260,6 +278,39 @@ SCHEMA: dict[str, Any] = {
             "default": None,
             "description": "The server's log file on the host; default STATE_DIR/NAME.log.",
         },
+        "manager": {
+            "type": "string",
+            "enum": list(MANAGERS),
+            "default": "detached",
+            "description": "`detached`: rigger starts the server in a session of its own; `systemd`: as the "
+            "unit rigger-vllm-NAME.service (Restart=, started at boot, after nvidia-persistenced and the model's "
+            "mount; the launcher must be an absolute path). Switching restarts the server under the other.",
+        },
+        "unit_scope": {
+            "type": "string",
+            "enum": ["system", "user"],
+            "default": "system",
+            "description": "With manager systemd: the system manager (units in /etc/systemd/system) or the "
+            "connecting user's own manager (systemctl --user; units in ~/.config/systemd/user).",
+        },
+        "unit_dir": {
+            "type": ["string", "null"],
+            "default": None,
+            "description": "With manager systemd: the directory the unit is written to, when not the scope's "
+            "default (a user manager with XDG_CONFIG_HOME set reads $XDG_CONFIG_HOME/systemd/user).",
+        },
+        "unit_restart": {
+            "type": "string",
+            "enum": ["no", "on-success", "on-failure", "on-abnormal", "on-watchdog", "on-abort", "always"],
+            "default": "on-failure",
+            "description": "With manager systemd: the unit's Restart= policy (systemd.service(5)).",
+        },
+        "unit_restart_sec": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "default": 5,
+            "description": "With manager systemd: seconds systemd waits before it restarts the server (RestartSec=).",
+        },
     },
 }
 
@@ -338,7 +389,10 @@ def _stops(status: sessions.ServerStatus) -> tuple[Stops, ...]:
     )
 
 
-def _plan_stop(status: sessions.ServerStatus) -> Change | Unchanged:
+def _plan_stop(ctx: TaskContext, status: sessions.ServerStatus) -> Change | Unchanged:
+    unit = (status.record or {}).get("unit")
+    if unit and not status.session and unitserver.enabled(ctx, status.record or {}):
+        return Change(summary=f"disable {unit} (not running)", kind="stop")
     if not status.session:
         return Unchanged(f"not running ({status.describe()})")
     procs = "\n".join(sessions.describe_process(p) for p in status.session) + "\n"
@@ -393,6 +447,17 @@ def _still_starting(status: sessions.ServerStatus, ready_timeout_s: float) -> tu
     )
 
 
+def _manager_reason(status: sessions.ServerStatus, args: Mapping[str, Any]) -> tuple[str, str] | None:
+    """A running server under the other manager than the one wanted is restarted under it."""
+    record = status.record
+    if record is None or not status.session:
+        return None
+    running = "systemd" if record.get("unit") else "detached"
+    if running == args["manager"]:
+        return None
+    return "spec", f"restart vLLM under {args['manager']} (pid {record.get('pid')} runs {running})"
+
+
 def _inspected(status: sessions.ServerStatus, spec_hash: str, args: Mapping[str, Any]) -> Unchanged:
     record = status.record or {}
     same = record.get("spec_hash") == spec_hash
@@ -441,13 +506,24 @@ def quarantine_skips(args: Mapping[str, Any]) -> bool:
 def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     status = _status(ctx.conn, args)
     if args["state"] == "stopped":
-        return _plan_stop(status)
+        return _plan_stop(ctx, status)
     spec = _read_spec(ctx.conn, args)
     spec_hash = spec.spec_hash()
     if args["state"] == "inspected":
         return _inspected(status, spec_hash, args)
     start = _start_reason(status, spec_hash, args["state"], float(args["ready_timeout_s"]))
-    start = start or _wedged_reason(ctx, args, spec, status)
+    start = start or _manager_reason(status, args) or _wedged_reason(ctx, args, spec, status)
+    drift = unitserver.unit_drift(ctx, args, spec, _log_path(args)) if args["manager"] == "systemd" else None
+    unit_diff, unit_print = drift or (None, {})
+    if start is None and unit_diff is not None:
+        return Change(
+            summary=f"rewrite {unit_diff.label}, reload systemd and enable {unitserver.unit_name(args)} "
+            "(the server keeps running: its spec is unchanged)",
+            kind="unit",
+            diffs=(unit_diff,),
+            payload={"spec_hash": spec_hash},
+            fingerprint=unit_print,
+        )
     if start is None:
         record = status.record or {}
         return Unchanged(
@@ -466,9 +542,12 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
         # In check mode an earlier task (a download, make_tiny_model) may be what creates the
         # model, so the plan says so; apply refuses before it stops anything.
         summary=f"{reason}; {missing} now, an earlier task must create it" if missing else reason,
-        diffs=spec_diffs(status.record, spec),
+        diffs=(*spec_diffs(status.record, spec), *((unit_diff,) if unit_diff else ())),
         payload={"spec_hash": spec_hash, "argv": list(spec.argv)},
-        fingerprint=_start_fingerprint(ctx, args, spec, status),
+        fingerprint={
+            **_start_fingerprint(ctx, args, spec, status),
+            **unit_print,
+        },
         effects=(*_stops(status), Starts(str(args["name"]), tuple(spec.argv), int(args["port"]), _state_path(args))),
         kind=kind,
     )
@@ -487,10 +566,24 @@ def _data(args: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
         "argv": record.get("argv"),
         # what the start logged about itself, as recorded once it was ready
         "log_facts": record.get("log_facts") or {},
+        "manager": "systemd" if record.get("unit") else "detached",
+        "unit": record.get("unit"),
     }
 
 
-def _stop(ctx: TaskContext, args: Mapping[str, Any], status: sessions.ServerStatus) -> str:
+def _stop(ctx: TaskContext, args: Mapping[str, Any], status: sessions.ServerStatus, disable: bool = False) -> str:
+    """Stop what the state file records; a unit through systemd (disabled too when asked),
+    then whatever of its processes is left, by identity, as a detached server."""
+    unit = (status.record or {}).get("unit")
+    if unit and (status.session or disable):
+        ctx.progress(f"stopping {unit}")
+        unitserver.stop(ctx, status.record or {}, disable)
+        left = sessions.read_status(ctx.conn, _state_path(args), "").session
+        if left:
+            sessions.stop_session(ctx.conn, left, float(args["stop_timeout_s"]))
+        sessions.ensure_port_free(ctx.conn, int(args["port"]), float(args["stop_timeout_s"]))
+        ended = f"{len(status.session)} process(es) ended" if status.session else "it was not running"
+        return f"stopped {unit}{' and disabled it' if disable else ''}: {ended}; port {args['port']} is free"
     if not status.session:
         return "nothing running"
     ctx.progress(f"stopping vLLM session {status.record.get('sid') if status.record else '?'}")
@@ -521,17 +614,24 @@ def _launch_record(args: Mapping[str, Any], spec: LaunchSpec) -> dict[str, Any]:
     }
 
 
+def _launch(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec) -> dict[str, Any]:
+    """Start the server under the manager the task names; its record, as the state file has it."""
+    if args["manager"] == "systemd":
+        return unitserver.launch(ctx, args, spec, _log_path(args), _state_path(args), _launch_record(args, spec))
+    return sessions.launch(
+        ctx.conn,
+        argv=spec.argv,
+        env={**CRASH_REPORT_ENV, **spec.env, **spec.secret_env},
+        log_path=_log_path(args),
+        state_path=_state_path(args),
+        record=_launch_record(args, spec),
+    )
+
+
 def _start(ctx: TaskContext, args: Mapping[str, Any], spec: LaunchSpec) -> Result:
     ctx.progress(f"launching {shlex.join(spec.argv)}")
     try:
-        record = sessions.launch(
-            ctx.conn,
-            argv=spec.argv,
-            env={**CRASH_REPORT_ENV, **spec.env, **spec.secret_env},
-            log_path=_log_path(args),
-            state_path=_state_path(args),
-            record=_launch_record(args, spec),
-        )
+        record = _launch(ctx, args, spec)
     except KeyboardInterrupt:
         _left_starting(ctx, args, None)
         raise
@@ -591,8 +691,9 @@ def _until_ready(
 def _left_starting(ctx: TaskContext, args: Mapping[str, Any], record: Mapping[str, Any] | None) -> None:
     """For the run's ``interrupted`` event: the server this task leaves loading on purpose."""
     which = f"vLLM pid {record['pid']}" if record else "the vLLM launched as the signal came"
+    how = f"run by systemd as {unitserver.unit_name(args)}" if args["manager"] == "systemd" else "detached by design"
     ctx.conn.left_running.append(
-        f"{which} on port {args['port']}, still starting (detached by design; {_state_path(args)} "
+        f"{which} on port {args['port']}, still starting ({how}; {_state_path(args)} "
         "records it as 'starting': the next run waits for it)"
     )
 
@@ -615,6 +716,9 @@ def _await_starting(
 
 def _cleanup_failed(ctx: TaskContext, args: Mapping[str, Any]) -> None:
     status = sessions.read_status(ctx.conn, _state_path(args), "")
+    if (status.record or {}).get("unit"):  # systemd would start it again (Restart=): stopped as a unit
+        unitserver.stop(ctx, status.record or {}, disable=False)
+        status = sessions.read_status(ctx.conn, _state_path(args), "")
     if status.session:
         sessions.stop_session(ctx.conn, status.session, float(args["stop_timeout_s"]))
 
@@ -634,20 +738,29 @@ def _check_model(conn: ScopedConnection, args: Mapping[str, Any]) -> None:
         raise TaskFailed(f"serve_vllm: {missing}", {"model": str(args["model"])})
 
 
+def _leaves_the_unit(args: Mapping[str, Any], record: Mapping[str, Any]) -> bool:
+    """The recorded unit is not the one this start uses (another manager or scope): disabled
+    when stopped, so a reboot does not start it beside the new server."""
+    return bool(args["manager"] != "systemd" or record.get("unit_scope") != args["unit_scope"])
+
+
 def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
     status = sessions.read_status(ctx.conn, _state_path(args), _base_url(args) + "/health")
     if args["state"] == "stopped":
-        stopped = _stop(ctx, args, status)
+        stopped = _stop(ctx, args, status, disable=True)
         return Result(changed=True, msg=stopped, diffs=change.diffs, data={"port": args["port"]})
     spec = _read_spec(ctx.conn, args)  # everything that can fail, before anything is stopped
     record = status.record or {}
+    if change.kind == "unit":
+        unitserver.write_unit(ctx, args, spec, _log_path(args))
+        return Result(changed=True, msg=change.summary, diffs=change.diffs, data=_data(args, record))
     unfinished = status.start_unfinished and status.leader_alive
     if change.kind == "starting" and unfinished and record.get("spec_hash") == spec.spec_hash():
         return _await_starting(ctx, args, spec, status)
     _check_model(ctx.conn, args)
     _check_port(ctx.conn, args, status)
     smoke = run_smoke(ctx, args, spec.env)
-    _stop(ctx, args, status)
+    _stop(ctx, args, status, disable=_leaves_the_unit(args, record))
     sessions.ensure_port_free(ctx.conn, int(args["port"]), float(args["stop_timeout_s"]))
     result = _start(ctx, args, spec)
     return Result(

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.module_api import ScopedConnection, TaskFailed
+from modules.serving import unitserver
 
 PORT_POLL_S = 0.5
 # The state file's "state": written "starting" with the server's identity and spec hash
@@ -76,7 +77,15 @@ class ServerStatus:
 
 
 def read_status(conn: ScopedConnection, state_path: str, health_url: str) -> ServerStatus:
-    answer = conn.run_probe("vllm_state", {"state_path": state_path, "health_url": health_url})
+    """The recorded server's status. A server run as a systemd unit is the unit's MainPID
+    (systemd may have started it again: Restart=, a reboot), by its own identity."""
+    asked = {"state_path": state_path, "health_url": health_url}
+    answer = conn.run_probe("vllm_state", asked)
+    record = answer.get("record") or {}
+    if record.get("unit"):
+        main_pid = unitserver.main_pid(conn, record)
+        if main_pid and (main_pid != record.get("pid") or not answer["leader_alive"]):
+            answer = conn.run_probe("vllm_state", {**asked, "main_pid": main_pid})
     if answer.get("state_error"):
         raise TaskFailed(
             f"serve_vllm: cannot read the state file {state_path}: {answer['state_error']} "

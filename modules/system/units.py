@@ -21,6 +21,7 @@ from engine.module_api import (
     CommandResult,
     Diff,
     Result,
+    ScopedConnection,
     TaskContext,
     TaskFailed,
     Unchanged,
@@ -80,13 +81,20 @@ class Systemctl:
     env: Mapping[str, str] = field(default_factory=dict)
 
     def ask(self, ctx: TaskContext, verb: str, name: str) -> CommandResult:
-        return ctx.conn.run(command_line([*self.head, verb], [name]), env=self.env, read_only=True, check=False)
+        return self.ask_on(ctx.conn, verb, name)
+
+    def ask_on(self, conn: ScopedConnection, verb: str, name: str) -> CommandResult:
+        return conn.run(command_line([*self.head, verb], [name]), env=self.env, read_only=True, check=False)
 
     def act(self, ctx: TaskContext, verb: str, name: str | None = None) -> CommandResult:
         return ctx.conn.run(command_line([*self.head, verb], [name] if name else []), env=self.env, check=False)
 
 
 def systemctl(ctx: TaskContext, args: Mapping[str, Any]) -> Systemctl:
+    return systemctl_on(ctx.conn, args)
+
+
+def systemctl_on(conn: ScopedConnection, args: Mapping[str, Any]) -> Systemctl:
     """As Ansible runs it: where XDG_RUNTIME_DIR is unset, /run/user/EUID (where a user's
     manager listens); only user and global scope read it."""
     scope = args.get("scope", "system")
@@ -96,9 +104,9 @@ def systemctl(ctx: TaskContext, args: Mapping[str, Any]) -> Systemctl:
         *(["--no-block"] if args.get("no_block") else []),
         *(["--force"] if args.get("force") else []),
     )
-    if scope == "system" or ctx.conn.run(["printenv", "XDG_RUNTIME_DIR"], read_only=True, check=False).rc == 0:
+    if scope == "system" or conn.run(["printenv", "XDG_RUNTIME_DIR"], read_only=True, check=False).rc == 0:
         return Systemctl(head)
-    uid = ctx.conn.run(["id", "-u"], read_only=True).stdout.strip()
+    uid = conn.run(["id", "-u"], read_only=True).stdout.strip()
     return Systemctl(head, {"XDG_RUNTIME_DIR": f"/run/user/{uid}"})
 
 

@@ -64,7 +64,7 @@ def user_manager(root: Path) -> Iterator[UserManager]:
     # Unit files where a package puts them (the data dir, as /lib/systemd/system): enable
     # and mask write their links to the config dir above it (as /etc/systemd/system).
     unit_dir = data / "systemd" / "user"
-    unit_dir.mkdir(parents=True)
+    unit_dir.mkdir(parents=True, exist_ok=True)  # a second manager on the same root: a reboot
     env = {
         "XDG_RUNTIME_DIR": runtime,
         "XDG_CONFIG_HOME": str(config),

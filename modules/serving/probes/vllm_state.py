@@ -1,7 +1,8 @@
 """Read-only: what rigger recorded about a vLLM server, and whether it still runs.
 
-Args: ``state_path``, ``health_url`` (asked only while the recorded leader is alive),
-``timeout_s`` (per /health request; a request that times out is asked again, twice).
+Args: ``state_path``, ``main_pid`` (optional, see below), ``health_url`` (asked only
+while the recorded leader is alive), ``timeout_s`` (per /health request; a request that
+times out is asked again, twice).
 Answer: ``record`` (the state file, or None), ``leader_alive`` (the recorded pid is still
 the process rigger started: same start time, same boot, not a zombie), ``session`` (the
 vLLM processes rigger can prove are its server's, by identity: the recorded leader and
@@ -10,6 +11,13 @@ id), ``health_status`` (HTTP status of /health, or None), ``health_error``,
 ``state_error`` (the state file exists but cannot be read), ``leader_age_s`` (seconds since
 the recorded leader started, from its start time in /proc: how long a server recorded as
 "starting" has been loading, whoever waited for it).
+
+A server run as a systemd unit (the record names its ``unit``) may have been started again
+by systemd itself (``Restart=``, or the host rebooted): ``main_pid`` (the unit's MainPID,
+asked by the caller: session.read_status) is then its leader, identified by its own pid +
+start time + boot id. The record answered carries that identity (``adopted_from_unit``: the
+pid rigger recorded) and says "starting" until a run sees it ready and records it
+(serve_vllm waits for a server that is still loading instead of restarting it).
 """
 
 from __future__ import annotations
@@ -67,6 +75,8 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     }
     if record is None:
         return answer
+    if record.get("unit") and int(args.get("main_pid") or 0) > 0:
+        record = answer["record"] = unit_leader(record, int(args["main_pid"]))
     answer["session"] = session_members(record)
     answer["leader_alive"] = leader_alive(record, answer["session"])
     if answer["leader_alive"]:
@@ -76,6 +86,28 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         answer["health_status"] = health["status"]
         answer["health_error"] = health["error"]
     return answer
+
+
+def unit_leader(record: dict[str, Any], main_pid: int) -> dict[str, Any]:
+    """The record with the unit's MainPID as its leader when systemd started another process."""
+    found = call("procs", {"pids": [main_pid]})
+    if not found["processes"]:
+        return record
+    identity = (main_pid, found["processes"][0]["start_time"], found["boot_id"])
+    if identity == (record.get("pid"), record.get("start_time"), record.get("boot_id")):
+        return record
+    adopted = {k: v for k, v in record.items() if k != "members"}
+    adopted.update(
+        {
+            "pid": main_pid,
+            "start_time": found["processes"][0]["start_time"],
+            "boot_id": found["boot_id"],
+            "sid": None,
+            "state": "starting",
+            "adopted_from_unit": record.get("pid"),
+        }
+    )
+    return adopted
 
 
 def age_s(start_ticks: int) -> float | None:
