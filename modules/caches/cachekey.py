@@ -6,9 +6,10 @@ with the key a captured cache was made under. A part that differs says what diff
 
 Parts: the vLLM, torch, Triton and FlashInfer distributions and versions; the GPU
 architecture (NVML's compute capabilities, "cpu" on a host without GPUs); serve_vllm's
-spec hash (argv, env, the model's config files); and the ``VLLM_*`` variables vLLM puts
-into its compile-cache key (every one it does not list in ``ignored_factors``: the serve
-spec's env over the host's own, each as the sha256 of its value).
+spec hash (argv, env, the model's config files; the port and bind address left out);
+and the ``VLLM_*`` variables vLLM puts into its compile-cache key (every one it does not
+list in ``ignored_factors``: the serve spec's env over the host's own, each as the sha256
+of its value).
 """
 
 from __future__ import annotations
@@ -40,6 +41,13 @@ def serve_args(serve: Mapping[str, Any]) -> dict[str, Any]:
         raise TaskFailed("engine_cache: serve needs model (serve_vllm's arguments, as the serving task has them)")
     defaults = {k: v["default"] for k, v in SERVE_SCHEMA["properties"].items() if "default" in v}
     return {**defaults, **serve}
+
+
+def where_it_listens_left_out(args: Mapping[str, Any]) -> dict[str, Any]:
+    """serve_vllm's arguments without the port and bind address: they reach no compiled
+    code (vLLM leaves VLLM_PORT out of its own key too), and hosts of one fleet may listen
+    on different ports (rollout's host_server) with the same cache."""
+    return {**args, "port": None, "host": None}
 
 
 def gpu_arch(answer: Mapping[str, Any]) -> str:
@@ -79,7 +87,7 @@ def host_key(conn: ScopedConnection, serve: Mapping[str, Any]) -> dict[str, Any]
         raise KeyUnknown(str(exc).splitlines()[0][:300]) from exc
     if facts["vllm"] == "absent":
         raise KeyUnknown(f"no vLLM is installed for {python}")
-    spec = build_spec(args, read_config_files(conn, str(args["model"])), os.environ)
+    spec = build_spec(where_it_listens_left_out(args), read_config_files(conn, str(args["model"])), os.environ)
     return {
         **{part: facts[part] for part in ("vllm", "torch", "triton", "flashinfer")},
         "gpu_arch": gpu_arch(gpus),

@@ -34,6 +34,7 @@ from typing import Any
 from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
 from modules.caches import cachekey, cachetree, seeding
 from modules.caches.cachetree import CacheManifest
+from modules.serving.serve_vllm import SCHEMA as SERVE_SCHEMA
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -51,8 +52,22 @@ SCHEMA: dict[str, Any] = {
         },
         "serve": {
             "type": "object",
+            "required": ["model"],
+            "additionalProperties": False,
+            "properties": SERVE_SCHEMA["properties"],
             "description": "serve_vllm's arguments as the serving task has them: the spec hash and the "
             "interpreter whose vLLM, torch, Triton and FlashInfer versions enter the key.",
+        },
+        "host_serve": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": SERVE_SCHEMA["properties"],
+            },
+            "default": {},
+            "description": "seeded: per host, serve_vllm arguments over serve (a rollout's host_server): "
+            "each host's key is computed with its own spec.",
         },
         "source": {
             "type": ["string", "null"],

@@ -9,6 +9,7 @@ bytes between hosts.
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -19,6 +20,7 @@ from modules.caches import cachekey, cachetree
 from modules.caches.cachetree import CacheManifest
 from modules.checkpoints.manifest import HubFile, human_bytes
 from modules.checkpoints.spread import SourceFailed, relay
+from modules.serving.spec import build_spec, read_config_files
 
 MIB = 2**20
 SEED, WARM, SKIP = "seed", "already warm", "skip"
@@ -50,9 +52,10 @@ def _names(ctx: TaskContext, args: Mapping[str, Any]) -> tuple[str, list[str]]:
     unknown = [n for n in {source, *names} if hostvars is not None and n not in hostvars]
     if unknown:
         raise TaskFailed(f"engine_cache: {', '.join(sorted(unknown))} not in the inventory")
-    extra = sorted(set(args["host_cache_root"]) - {source, *names})
-    if extra:
-        raise TaskFailed(f"engine_cache: host_cache_root names {', '.join(extra)}, not among the hosts")
+    for per_host in ("host_cache_root", "host_serve"):
+        extra = sorted(set(args[per_host]) - {source, *names})
+        if extra:
+            raise TaskFailed(f"engine_cache: {per_host} names {', '.join(extra)}, not among the hosts")
     return source, [n for n in dict.fromkeys(names) if n != source]
 
 
@@ -63,13 +66,24 @@ def host_context(ctx: TaskContext, name: str) -> TaskContext:
     return replace(ctx, host_name=name, conn=ctx.peer(name).planning(ctx.conn.scope.planning))
 
 
-def running_servers(target: TaskContext) -> list[str]:
-    """The serve_vllm servers of rigger's running on the host (its default state directory)."""
+def running_servers(target: TaskContext, spec_hash: str) -> list[str]:
+    """The serve_vllm servers of rigger's running this spec on the host (its default state
+    directory): the one writer of this cache's files. A server of another spec may run
+    while the host is seeded (a rollout seeds a host still serving the old release): vLLM
+    keeps each spec's compiled code under its own hash directory, and each seeded file
+    appears by rename, whole."""
     try:
         servers = target.conn.run_probe("vllm_servers")["vllm_servers"]
     except ProbeError as exc:
         return [f"state unreadable: {str(exc).splitlines()[0][:200]}"]
-    return [f"{s['name']} (pid {s.get('pid')})" for s in servers if s.get("running")]
+    same = [s for s in servers if s.get("running") and s.get("spec_hash") == spec_hash]
+    return [f"{s['name']} (pid {s.get('pid')})" for s in same]
+
+
+def served_spec_hash(target: TaskContext, serve: Mapping[str, Any]) -> str:
+    """The spec hash serve_vllm records for this spec on the host (port and address included)."""
+    args = cachekey.serve_args(serve)
+    return build_spec(args, read_config_files(target.conn, str(args["model"])), os.environ).spec_hash()
 
 
 def judge(target: Target, made: CacheManifest, serve: Mapping[str, Any]) -> Target:
@@ -81,9 +95,11 @@ def judge(target: Target, made: CacheManifest, serve: Mapping[str, Any]) -> Targ
     differs = cachekey.differences(made.key, target.key)
     if differs:
         return replace(target, why="key differs: " + "; ".join(differs))
-    busy = running_servers(target.ctx)
+    busy = running_servers(target.ctx, served_spec_hash(target.ctx, serve))
     if busy:
-        return replace(target, why=f"a vLLM server of rigger's runs here: {', '.join(busy)}; seed before it starts")
+        return replace(
+            target, why=f"a vLLM server of rigger's runs this spec here: {', '.join(busy)}; seed before it starts"
+        )
     found = cachetree.scan(target.ctx.conn, target.root)
     wanted = tuple(f for f in made.files if not found.matches(f))
     own = cachetree.read_manifest(target.ctx.conn, target.root)
@@ -97,6 +113,11 @@ def _theirs(made: CacheManifest, target: Target) -> CacheManifest:
     return CacheManifest(target.key, made.files, made.captured_on)
 
 
+def serve_of(args: Mapping[str, Any], host: str) -> dict[str, Any]:
+    """The host's serve_vllm arguments: ``serve`` with its ``host_serve`` entry over it."""
+    return {**args["serve"], **(args["host_serve"].get(host) or {})}
+
+
 def _targets(ctx: TaskContext, args: Mapping[str, Any], names: list[str], made: CacheManifest) -> list[Target]:
     targets = []
     for name in names:
@@ -106,7 +127,7 @@ def _targets(ctx: TaskContext, args: Mapping[str, Any], names: list[str], made: 
         targets.append(Target(name, here, root))
     workers = max(1, min(args["parallel"], len(targets)))
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda t: judge(t, made, args["serve"]), targets))
+        return list(pool.map(lambda t: judge(t, made, serve_of(args, t.name)), targets))
 
 
 def _source(ctx: TaskContext, args: Mapping[str, Any], source: str) -> tuple[TaskContext, str, CacheManifest]:
@@ -157,10 +178,12 @@ def plan_seed(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     )
 
 
-def _seed_one(source: TaskContext, source_root: str, made: CacheManifest, target: Target, chunk: int) -> str:
+def _seed_one(
+    source: TaskContext, source_root: str, made: CacheManifest, target: Target, serve: Mapping[str, Any], chunk: int
+) -> str:
     """Copy the wanted files; the manifest last, only when every file verified. Returns
     "seeded" or why not (the files that did not verify never replaced anything)."""
-    busy = running_servers(target.ctx)
+    busy = running_servers(target.ctx, served_spec_hash(target.ctx, serve))
     if busy:
         return f"not seeded: a vLLM server of rigger's started here meanwhile: {', '.join(busy)}"
     for file in target.wanted:
@@ -184,7 +207,9 @@ def apply_seed(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Res
     seeding = [t for t in targets if t.verdict == SEED]
     chunk = args["chunk_mib"] * MIB
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(args["parallel"], len(seeding))) as pool:
-        outcomes = list(pool.map(lambda t: _seed_one(source_ctx, source_root, made, t, chunk), seeding))
+        outcomes = list(
+            pool.map(lambda t: _seed_one(source_ctx, source_root, made, t, serve_of(args, t.name), chunk), seeding)
+        )
     done = {t.name: outcome for t, outcome in zip(seeding, outcomes, strict=True)}
     data = _data(change.payload["source"], made, targets, done)
     failed = {name: why for name, why in done.items() if why != "seeded"}

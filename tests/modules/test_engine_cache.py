@@ -29,9 +29,11 @@ import pytest
 from engine.connection.base import ScopedConnection
 from engine.connection.local import LocalConnection
 from engine.module_api import Change, TaskContext, TaskFailed, Unchanged
-from modules.caches import cachekey
+from modules.caches import cachekey, seeding
 from modules.caches import engine_cache as mod
 from modules.caches.cachetree import MANIFEST
+from modules.rollout import warmcache
+from modules.rollout.fleet import SERVE_DEFAULTS, FleetHost
 from modules.serving.loglines import cache_proof
 
 LOGS = Path(__file__).parent / "vllm_logs"
@@ -293,26 +295,31 @@ def test_a_host_without_a_captured_cache_is_no_source(tmp_path: Path, launcher: 
         run(args_for(tmp_path, launcher, "seeded", ["a", "b"]))
 
 
-def test_a_host_where_riggers_vllm_runs_is_not_seeded(
+def test_a_host_where_riggers_vllm_runs_this_spec_is_not_seeded(
     tmp_path: Path, launcher: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     hosts = ["a", "b"]
     captured(tmp_path, launcher, hosts)
+    args = args_for(tmp_path, launcher, "seeded", hosts)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    state = tmp_path / "home" / ".local" / "state" / "rigger" / "vllm"
+    state.mkdir(parents=True)
     server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        state = tmp_path / "home" / ".local" / "state" / "rigger" / "vllm"
-        state.mkdir(parents=True)
         start = int(Path(f"/proc/{server.pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        record = {"name": "tiny", "pid": server.pid, "start_time": start, "boot_id": boot, "spec_hash": "x"}
+        record = {"name": "tiny", "pid": server.pid, "start_time": start, "boot_id": boot, "spec_hash": "old-release"}
         (state / "tiny.json").write_text(json.dumps(record))
-        outcome = mod.plan(context("a", True), args_for(tmp_path, launcher, "seeded", hosts))
+        other_spec = mod.plan(context("a", True), args)  # the old release's server writes elsewhere
+        record["spec_hash"] = seeding.served_spec_hash(context("b", True), args["serve"])
+        (state / "tiny.json").write_text(json.dumps(record))
+        this_spec = mod.plan(context("a", True), args)
     finally:
         server.kill()
         server.wait()
-    assert isinstance(outcome, Unchanged), outcome
-    assert f"a vLLM server of rigger's runs here: tiny (pid {server.pid})" in outcome.msg
+    assert isinstance(other_spec, Change) and "b: seed 4 files" in other_spec.summary
+    assert isinstance(this_spec, Unchanged), this_spec
+    assert f"a vLLM server of rigger's runs this spec here: tiny (pid {server.pid})" in this_spec.msg
 
 
 def test_a_cache_root_that_is_not_absolute_is_refused(tmp_path: Path, launcher: Path) -> None:
@@ -372,3 +379,24 @@ def test_the_next_starts_log_proves_a_hit_or_names_the_miss(log: str, used: bool
     proof = cache_proof(_lines(log))
     assert proof.used is used and said in proof.reason, proof
     assert str(proof).startswith("cache used: " if used else "cache not used: ")
+
+
+# -- rollouts: warm on the canary, seed the later batches ---------------------------------
+
+
+def test_a_rollout_captures_the_canary_and_seeds_the_later_hosts_whose_key_matches(
+    tmp_path: Path, launcher: Path
+) -> None:
+    fill(tmp_path, "a")
+    args = args_for(tmp_path, launcher, "seeded", ["a", "b", "c"])
+    server = {**SERVE_DEFAULTS, **args["serve"], "state": "started"}
+    canary = FleetHost("a", {**server, "port": 8001}, "a")
+    same_but_port = FleetHost("b", {**server, "port": 8002}, "b")  # host_server: its own port
+    other_spec = FleetHost("c", {**server, "max_model_len": 512}, "c")
+    given = {"cache_root": "/unused", "host_cache_root": args["host_cache_root"]}
+    record = warmcache.warm(context("a", False), given, canary, [same_but_port, other_spec])
+    assert "error" not in record, record
+    assert record["captured"].startswith("capture 4 files")
+    assert "b: seed 4 files (1.2 MiB) from a" in record["seeded"]
+    assert "c: skip (key differs: spec_hash " in record["seeded"]
+    assert held(tmp_path, "b") == TREE and held(tmp_path, "c") == {}
