@@ -369,7 +369,13 @@ def _lines(name: str) -> list[str]:
     [
         # the cold start bench/cache_bench.py ran here (vLLM 0.32 CPU, empty VLLM_CACHE_ROOT)
         ("cpu_cache_cold_0.32.0.log", False, "compiled from scratch (no cache for its key), saved /tmp/"),
-        # an older recorded start: an AOT artifact from another vLLM build failed to load
+        # host B of bench/cache_bench.py: the seeded AOT artifact does not load on this CPU build
+        (
+            "cpu_cache_seeded_aot_0.32.0.log",
+            False,
+            "failed to load: 'function' object has no attribute 'finalize_loading'",
+        ),
+        # an older recorded restart on one host: the same load failure (not a seeding fault)
         ("cpu_startup_0.32.0.log", False, "failed to load: 'function' object has no attribute 'finalize_loading'"),
         # a start with --enforce-eager logs no compile line at all
         ("cpu_sigill_worker_died_0.32.0.log", False, "no compile-cache line"),
