@@ -257,7 +257,9 @@ _CACHE_MISSES = (
     (re.compile(r"Compiling a graph for compile range (\S+) takes"), "compiled from scratch (graph for range {0})"),
     (re.compile(r"unable to save AOT compiled function to (\S+): (.*)"), "compiled, and the save to {0} failed: {1}"),
 )
-NO_CACHE_LINE = "no compile-cache line in the log (enforce_eager, or the log is cut before the compile)"
+# seen on vLLM 0.32 CPU with --enforce-eager, and with VLLM_USE_AOT_COMPILE=0 (its inductor
+# cache then goes to $TMPDIR/torchinductor_<user>, outside VLLM_CACHE_ROOT, and logs nothing)
+NO_CACHE_LINE = "no compile-cache line in the log (eager, AOT compile off, or the log is cut before the compile)"
 
 
 @dataclass(frozen=True)
