@@ -35,3 +35,4 @@ row_factory  # sqlite3.Connection attribute (engine/baselines/store.py)
 rollout  # BaselineStore.rollout/rollouts: stored rollout records read back (test_baselines.py); no command yet
 rollouts
 writelines  # MaskedStream.writelines (engine/mask.py): TextIO's, so no write goes around the mask
+cache_proof  # loglines: cache used or not, from a start's log (bench/cache_bench.py; serve_vllm to call)

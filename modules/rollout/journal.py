@@ -46,6 +46,7 @@ class Journal:
     stop_reason_text: str | None = None
     finished_at: float | None = None
     path: Path | None = None
+    engine_cache: dict[str, Any] | None = None  # what warmcache did after the canary, if asked
 
     @classmethod
     def start(cls, batches: Sequence[Sequence[str]], gates: Sequence[str], max_fail: float) -> Journal:
@@ -99,6 +100,7 @@ class Journal:
             "hosts": [t.as_data() for t in self.turns],
             "not_started": [h for b in self.batches for h in b if h not in done],
             "record_file": str(self.path) if self.path else None,
+            "engine_cache": self.engine_cache,
         }
 
     def saved(self) -> dict[str, Any]:

@@ -33,6 +33,11 @@ a batch that would empty the backend is refused before anything changes.
 that watches a file: a host leaves it before HAProxy drains it and comes back once HAProxy
 sees it UP (modules/routing/endpoints_file.py).
 
+With `engine_cache: {cache_root}` (the new spec's VLLM_CACHE_ROOT), the canary's compile
+and autotune cache is captured once it passed its gates and seeded to the later batches'
+hosts whose own cache key matches (modules/rollout/warmcache.py), so they start warm; a
+cache that cannot be captured or seeded is recorded and the rollout goes on.
+
 Check mode shows the whole schedule: the batches, the gates, and what each host would
 change: the patch's diffs of each file, and serve_vllm's own plan and diffs against the
 config files as the patch would leave them. An upgraded host keeps the patch and its
@@ -49,7 +54,7 @@ from typing import Any
 
 from engine.module_api import Change, Diff, Result, TaskContext, TaskFailed, Unchanged
 from modules.rollout import fleet as fleets
-from modules.rollout import gates, hoststep, journal
+from modules.rollout import gates, hoststep, journal, warmcache
 from modules.routing import haproxy
 from modules.routing.endpoints_file import Endpoint, EndpointsFile, url_for
 from modules.serving.serve_vllm import SCHEMA as SERVE_SCHEMA
@@ -119,6 +124,7 @@ SCHEMA: dict[str, Any] = {
             "description": "Sizes of the batches after the canary, as Ansible's `serial` (counts or "
             "percentages of all the hosts; the last repeats).",
         },
+        "engine_cache": warmcache.SCHEMA,
         "max_fail_percentage": {
             "type": "number",
             "minimum": 0,
@@ -349,6 +355,10 @@ def apply(ctx: TaskContext, args: Mapping[str, Any], change: Change) -> Result:
             run.finish("stopped", stop)
             record = run.saved()
             raise TaskFailed(run.failure_message(), {"rollout": record})
+        later = [hosts[n] for b in change.payload["batches"][index + 1 :] for n in b]
+        if index == 0 and args["engine_cache"] and later:
+            ctx.progress("rollout: capture the canary's engine cache, seed the later batches")
+            run.engine_cache = warmcache.warm(ctx, args["engine_cache"], hosts[batch[0]], later)
     run.finish("completed", None)
     record = run.saved()
     return Result(changed=True, msg=run.success_message(), diffs=change.diffs, data={"rollout": record})

@@ -232,3 +232,58 @@ def summary(facts: Mapping[str, Any]) -> str:
     if facts.get("aot_compile_cache_hit") or facts.get("autotuner_loaded_configs"):
         parts.append("compile/autotune cache reused")
     return f" ({', '.join(parts)})" if parts else ""
+
+
+# ---- did the start use the engine cache? --------------------------------------------------
+
+# (pattern, what it proves). A hit is any line that says a cache file was loaded; a miss
+# names why. Sources: vLLM 0.32 vllm/compilation/decorators.py (the AOT lines: seen on the
+# CPU build here, bench/cache_bench.py), vllm/compilation/backends.py (the graph lines),
+# vllm#49011's log (FlashInfer autotune). The first hit wins over any miss: a start that
+# loaded the model's AOT artifact and compiled one more range still used the cache.
+_CACHE_HITS = (
+    (re.compile(r"Directly load AOT compilation from path (\S+)"), "AOT compilation loaded from {0}"),
+    (re.compile(r"Directly load the compiled graph\(s\) for compile range (\S+)"), "compiled graph loaded"),
+    (re.compile(r"Using FlashInfer autotune cache file:?\s*(\S+)"), "FlashInfer autotune cache {0}"),
+    (re.compile(r"\[Autotuner\]: Loaded (\d+) configs"), "autotuner loaded {0} configs"),
+)
+_CACHE_MISSES = (
+    (
+        re.compile(r"Compiling model again due to a load failure from (\S+), reason: (.*)"),
+        "the cache at {0} failed to load: {1}",
+    ),
+    (re.compile(r"Detected eager backend, disabling AOT compile"), "compilation is off (eager backend)"),
+    (re.compile(r"saved AOT compiled function to (\S+)"), "compiled from scratch (no cache for its key), saved {0}"),
+    (re.compile(r"Compiling a graph for compile range (\S+) takes"), "compiled from scratch (graph for range {0})"),
+    (re.compile(r"unable to save AOT compiled function to (\S+): (.*)"), "compiled, and the save to {0} failed: {1}"),
+)
+# seen on vLLM 0.32 CPU with --enforce-eager, and with VLLM_USE_AOT_COMPILE=0 (its inductor
+# cache then goes to $TMPDIR/torchinductor_<user>, outside VLLM_CACHE_ROOT, and logs nothing)
+NO_CACHE_LINE = "no compile-cache line in the log (eager, AOT compile off, or the log is cut before the compile)"
+
+
+@dataclass(frozen=True)
+class CacheProof:
+    used: bool
+    reason: str
+
+    def __str__(self) -> str:
+        return f"cache used: {self.reason}" if self.used else f"cache not used: {self.reason}"
+
+
+def _said(table: tuple[tuple[re.Pattern[str], str], ...], lines: list[str]) -> str | None:
+    for line in lines:
+        for pattern, said in table:
+            match = pattern.search(line)
+            if match:
+                return said.format(*(text.strip() for text in match.groups()))
+    return None
+
+
+def cache_proof(lines: Iterable[str]) -> CacheProof:
+    """Whether a start's log proves its compile / autotune cache was used, and if not, why."""
+    kept = list(lines)
+    hit = _said(_CACHE_HITS, kept)
+    if hit:
+        return CacheProof(True, hit)
+    return CacheProof(False, _said(_CACHE_MISSES, kept) or NO_CACHE_LINE)

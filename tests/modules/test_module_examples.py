@@ -40,6 +40,7 @@ HOST_LACKS = {
     "check_serving_compat": "/models/Kimi-K2.5-NVFP4",
     "patch_quant_config": "/models/Kimi-K2.5-NVFP4",
     "ray_cluster": "/opt/inference/vllm/bin/python not found",
+    "engine_cache": "/opt/inference/vllm/bin/python not found",
     "lb_backend": "HAProxy runtime API at /run/haproxy/admin.sock",
     "rollout": "HAProxy runtime API at /run/haproxy/admin.sock",
     # The units the examples name (vLLM, NVIDIA daemons, docker) are a GPU host's; where PID 1
