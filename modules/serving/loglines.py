@@ -187,7 +187,22 @@ def facts_from(lines: Iterable[str], known: Mapping[str, Any] | None = None) -> 
             if not match:
                 continue
             found[name] = True if convert is bool else convert(match.group(1))
+        _note_cache(found, line)
     return found
+
+
+def _note_cache(found: dict[str, Any], line: str) -> None:
+    """``engine_cache``, as ``cache_proof`` reads a whole log: the first line that proves the
+    compile cache was used wins; until one does, the first line that says why not."""
+    if str(found.get("engine_cache", "")).startswith("cache used"):
+        return
+    hit = _said(_CACHE_HITS, [line])
+    if hit:
+        found["engine_cache"] = str(CacheProof(True, hit))
+    elif "engine_cache" not in found:
+        miss = _said(_CACHE_MISSES, [line])
+        if miss:
+            found["engine_cache"] = str(CacheProof(False, miss))
 
 
 def warnings_for(facts: Mapping[str, Any], predicted_kv_tokens: int | None = None) -> list[str]:

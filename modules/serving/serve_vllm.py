@@ -670,6 +670,8 @@ def _until_ready(
         "phase": ready.phase,
         "phases": [{"phase": name, "at_s": at} for name, at in ready.phases],
         "log_facts": dict(ready.log_facts),
+        # the start's proof that a seeded compile cache was used, or why not (engine_cache)
+        "engine_cache": ready.log_facts.get("engine_cache") or str(loglines.CacheProof(False, loglines.NO_CACHE_LINE)),
     }
     if not ready.ready:
         _cleanup_failed(ctx, args)

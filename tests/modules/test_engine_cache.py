@@ -34,7 +34,8 @@ from modules.caches import engine_cache as mod
 from modules.caches.cachetree import MANIFEST
 from modules.rollout import warmcache
 from modules.rollout.fleet import SERVE_DEFAULTS, FleetHost
-from modules.serving.loglines import cache_proof
+from modules.serving import loglines
+from modules.serving.loglines import NO_CACHE_LINE, CacheProof, cache_proof
 
 LOGS = Path(__file__).parent / "vllm_logs"
 AOT = "torch_compile_cache/torch_aot_compile/92b91589f852698ae012b68432ee958c"
@@ -385,6 +386,12 @@ def test_the_next_starts_log_proves_a_hit_or_names_the_miss(log: str, used: bool
     proof = cache_proof(_lines(log))
     assert proof.used is used and said in proof.reason, proof
     assert str(proof).startswith("cache used: " if used else "cache not used: ")
+    # serve_vllm's readiness reads the log a few lines at a time: its engine_cache fact
+    # (data.engine_cache of the start) says the same as the whole log read at once
+    known: dict[str, Any] = {}
+    for line in _lines(log):
+        known = loglines.facts_from([line], known)
+    assert known.get("engine_cache", str(CacheProof(False, NO_CACHE_LINE))) == str(proof)
 
 
 # -- rollouts: warm on the canary, seed the later batches ---------------------------------
@@ -406,3 +413,18 @@ def test_a_rollout_captures_the_canary_and_seeds_the_later_hosts_whose_key_match
     assert "b: seed 4 files (1.2 MiB) from a" in record["seeded"]
     assert "c: skip (key differs: spec_hash " in record["seeded"]
     assert held(tmp_path, "b") == TREE and held(tmp_path, "c") == {}
+
+
+def test_a_hit_line_wins_over_an_earlier_miss_read_whole_or_line_by_line() -> None:
+    """The hit line's words are vLLM 0.32's (vllm/compilation/decorators.py); no start on the
+    CPU build here logged one (its AOT artifact does not load), so the line is written here."""
+    lines = [
+        "(EngineCore pid=1) INFO Compiling a graph for compile range (1, 8192) takes 9.1 s",
+        "(EngineCore pid=1) INFO Directly load AOT compilation from path /var/cache/vllm/torch_aot_compile/ab/model",
+    ]
+    known: dict[str, Any] = {}
+    for line in lines:
+        known = loglines.facts_from([line], known)
+    assert known["engine_cache"] == str(cache_proof(lines)) == (
+        "cache used: AOT compilation loaded from /var/cache/vllm/torch_aot_compile/ab/model"
+    )
