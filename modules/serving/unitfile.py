@@ -34,7 +34,7 @@ RESTART_POLICIES = ("no", "on-success", "on-failure", "on-abnormal", "on-watchdo
 ORDERED_AFTER = ("network-online.target", "nvidia-persistenced.service")
 _C_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _EXEC_PREFIXES = "@-:+!"
 
 

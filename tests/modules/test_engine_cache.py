@@ -425,6 +425,8 @@ def test_a_hit_line_wins_over_an_earlier_miss_read_whole_or_line_by_line() -> No
     known: dict[str, Any] = {}
     for line in lines:
         known = loglines.facts_from([line], known)
-    assert known["engine_cache"] == str(cache_proof(lines)) == (
-        "cache used: AOT compilation loaded from /var/cache/vllm/torch_aot_compile/ab/model"
+    assert (
+        known["engine_cache"]
+        == str(cache_proof(lines))
+        == ("cache used: AOT compilation loaded from /var/cache/vllm/torch_aot_compile/ab/model")
     )
