@@ -398,6 +398,8 @@ def faults(fleet: Fleet, hub: Hub, count: int) -> list[dict[str, Any]]:
     first = run_play(fleet, hub, hosts, spread_task(fleet, hub, hosts), count)
     stop.set()
     watcher.join()
+    if not when:
+        raise SystemExit(f"{victim} was not killed (the run ended first):\n{first.stdout[-3000:]}")
     rows = [report(f"A: h1 without hub, {victim} killed", first, fleet, hosts, hub, killed_at_s=when, may_fail=True,
                    failed_msg=(first.result.get("msg") or "")[:400])]  # fmt: skip
     expected = lacking(fleet, hub, hosts)
@@ -436,10 +438,14 @@ def main() -> int:
         default=Path("/tmp/rigger-bench-hostpy"),
         help="the hosts' python venv (made with /usr/bin/python3 when missing)",
     )
+    parser.add_argument(
+        "--user", default="rigger-bench", help="the hosts' login user (its run lock is the hosts' lock)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="write every row here as JSON")
     opts = parser.parse_args()
     count = max(opts.hosts)
-    global HOST_PYTHON
+    global HOST_PYTHON, BENCH_USER
+    BENCH_USER = opts.user
     HOST_PYTHON = host_python(opts.host_venv)
     work = Path(tempfile.mkdtemp(prefix="spread-ssh-bench-", dir="/tmp"))
     work.chmod(0o755)  # the hosts' user walks through it to its directory
