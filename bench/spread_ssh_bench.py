@@ -85,9 +85,17 @@ class CountingRelay:
         except OSError:
             writer.close()
             return
-        await asyncio.gather(self._pipe(reader, up_writer, False), self._pipe(up_reader, writer, True))
+        pipes = {
+            asyncio.ensure_future(self._pipe(reader, up_writer, False)),
+            asyncio.ensure_future(self._pipe(up_reader, writer, True)),
+        }
+        # an HTTP client does not half-close: when either side is done, the exchange is over
+        # (waiting for both would leave a pending pipe per kept-alive connection)
+        _, pending = await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
         for w in (writer, up_writer):
             w.close()
+        for task in pending:
+            task.cancel()
 
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, count: bool) -> None:
         try:
@@ -96,10 +104,8 @@ class CountingRelay:
                     self.served += len(data)  # one event loop thread: no lock needed
                 writer.write(data)
                 await writer.drain()
-            if writer.can_write_eof():
-                writer.write_eof()
         except OSError:
-            writer.close()
+            pass
 
 
 @dataclass
