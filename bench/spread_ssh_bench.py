@@ -372,13 +372,14 @@ def report(label: str, run: Run, fleet: Fleet, hosts: list[str], hub: Hub, **ext
     return row
 
 
-def measure(fleet: Fleet, hub: Hub, count: int, baseline: bool = True) -> list[dict[str, Any]]:
+def measure(fleet: Fleet, hub: Hub, count: int, baseline: bool = True, forks: int = 0) -> list[dict[str, Any]]:
     hosts = [f"h{i}" for i in range(1, count + 1)]
     rows = []
     if baseline:
         fleet.fresh_dirs(hosts)
         task = {"name": "download", "ensure_model": {**hub_args(hub), "local_dir": "{{ model_dir }}"}}
-        rows.append(report("every host downloads", run_play(fleet, hub, hosts, task, count), fleet, hosts, hub))
+        run = run_play(fleet, hub, hosts, task, min(forks or count, count))
+        rows.append(report("every host downloads", run, fleet, hosts, hub, forks=min(forks or count, count)))
     fleet.fresh_dirs(hosts)
     rows.append(
         report("spread_model", run_play(fleet, hub, hosts, spread_task(fleet, hub, hosts), count), fleet, hosts, hub)
@@ -445,6 +446,7 @@ def main() -> int:
         help="no 'every host downloads' run (olah 0.5.4 holds what it serves in memory: 8 hosts "
         "downloading 1 GiB at once took it past 22 GB here)",
     )
+    parser.add_argument("--baseline-forks", type=int, default=0, help="hosts downloading at once (default N)")
     parser.add_argument("--skip-measure", action="store_true", help="only the fault runs")
     parser.add_argument(
         "--host-venv",
@@ -470,7 +472,7 @@ def main() -> int:
         print(json.dumps({"model_bytes": sum(hub.sizes.values()), "files": len(hub.sizes), "commit": hub.commit}))
         if not opts.skip_measure:
             for n in opts.hosts:
-                rows.extend(measure(fleet, hub, n, baseline=not opts.skip_baseline))
+                rows.extend(measure(fleet, hub, n, baseline=not opts.skip_baseline, forks=opts.baseline_forks))
         if opts.faults:
             rows.extend(faults(fleet, hub, count))
     finally:
