@@ -4,20 +4,23 @@ per-host bytes, rounds, versus every host downloading; then the faults.
     python bench/spread_ssh_bench.py [--hosts 1 4 8] [--mib 1024] [--shards 8] [--faults] [--out F]
 
 Real: one OpenSSH sshd per "host" on its own loopback address (127.0.0.41 onwards, the
-launcher of tests/integration/ssh/sshlab.py, user rigger-bench with /bin/sh and no sudo),
-each host with its own directory; the real CLI (`python -m engine.cli run`, a process of its
-own) running one play; huggingface_hub on the host side (this checkout's .venv python, as
-`ensure_model` runs it); the olah mirror of tests/integration/hub serving a git-lfs
-repository (safetensors shards of random bytes with valid headers, the index, config.json
-and the small json files, one pinned commit). The hub's byte count: a TCP relay in front of
-olah counts every byte olah sends (HTTP headers included), which is what a metered hub sees.
+launcher of tests/integration/ssh/sshlab.py; login user rigger-bench, or --user, with
+/bin/sh and no sudo: the run lock is per user on a machine, so two benches at once need two
+users), each host with its own directory; the real CLI (`python -m engine.cli run`, a
+process of its own) running one play; huggingface_hub on the host side (a venv of the
+system python that the hosts' user can run, --host-venv, as `ensure_model` runs the host's
+`python`); the olah mirror of tests/integration/hub serving a git-lfs repository
+(safetensors shards of random bytes with valid headers, the index, config.json and the
+small json files, one pinned commit). The hub's byte count: a TCP relay in front of olah
+counts every byte olah sends (HTTP headers included), which is what a metered hub sees.
 
-For each N: every host downloads (`ensure_model` on each host, forks N) versus one
-`spread_model` (run_once); each starts from empty directories. With --faults, at the
-largest N: (A) h1 cannot reach the hub (its sshd sets HTTP(S)_PROXY to a port where nothing
-listens, so its huggingface_hub's requests fail as a host behind a dead egress proxy's
-do) and h5's sshd and sessions are SIGKILLed once h5 holds 40% of the model; (B) h5's sshd
-comes back (same port, same host key) and the same play runs again: the bytes it relays are
+For each N: every host downloads (`ensure_model` on each host, forks N or
+--baseline-forks) versus one `spread_model` (run_once); each starts from empty directories.
+With --faults, at the largest N: (A) h1 cannot reach the hub (spread_model's `endpoint` is
+one for the group, so h1's sshd sets HTTP(S)_PROXY to a port where nothing listens: its
+huggingface_hub's requests are refused, as a host's behind a dead egress proxy are) and
+h5's sshd and sessions are SIGKILLed once h5 holds 40% of the model; (B) h5's sshd comes
+back (same port, same host key) and the same play runs again: the bytes it relays are
 compared with what the hosts lacked (missing files minus part files' lengths); (C) a byte
 of shard 1 is flipped on h3 and shard 1 is deleted on h4..hN: the spread must not use h3's
 copy (every host's shard 1 hashes to the hub's sha256 at the end, nothing rejected mid-copy).
