@@ -23,6 +23,7 @@ text and on the time (that module says which and why).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from collections import deque
@@ -150,7 +151,40 @@ def value_errors(instance: Any, path: tuple[Any, ...] = ()) -> Iterator[jsonsche
             yield from value_errors(item, (*path, index))
 
 
-_Base = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"killPattern": _kill_pattern})
+@functools.cache
+def ecma_end_anchors(pattern: str) -> str:
+    """``pattern`` with each ``$`` outside a character class as ``\\Z``. JSON Schema patterns
+    are ECMA-262 expressions, where ``$`` matches only at the end of the string; Python's
+    ``$`` also matches before a final newline, so ``"gpu01\\n"`` passed ``^[a-z0-9]+$``
+    and reached a unit file, a state file's name or an HAProxy admin command."""
+    out, escaped, in_class = [], False, False
+    for char in pattern:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == "[":
+            in_class = True
+        elif char == "]":
+            in_class = False
+        elif char == "$" and not in_class:
+            out.append("\\Z")
+            continue
+        out.append(char)
+    return "".join(out)
+
+
+def _ecma_pattern(
+    validator: Any, pattern: str, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
+    if isinstance(instance, str) and not re.search(ecma_end_anchors(pattern), instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+# Draft 2020-12 with ECMA-262's ``$``: every schema rigger checks input with (module
+# arguments here, the playbook schema in engine/playbook/loader.py)
+SchemaValidator = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"pattern": _ecma_pattern})
+_Base = jsonschema.validators.extend(SchemaValidator, {"killPattern": _kill_pattern})
 
 
 class ArgsValidator:

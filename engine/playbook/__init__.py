@@ -9,5 +9,5 @@ and ``static_check.py`` finds undefined variables before a run; ``hostcheck.py``
 inventory's host patterns so that validate names a play that targets no host.
 
 May import: engine.errors, engine.yamlload, engine.model, engine.registry, engine.facts, engine.config,
-engine.templating, engine.inventory, engine.schema_words.
+engine.templating, engine.inventory, engine.schema_words, engine.argvalues.
 """

@@ -12,6 +12,7 @@ from typing import Any
 import jsonschema
 
 from engine import registry, schema_words, templating
+from engine.argvalues import SchemaValidator
 from engine.errors import TemplateError, ValidationError
 from engine.model import Block, Location, Play, Playbook, Step, Task, TaskOptions, unknown_connection, walk
 from engine.playbook import ansible_modules, includes, kvargs, loops, module_defaults, unsupported
@@ -60,7 +61,7 @@ def playbook_schema() -> dict[str, Any]:
 def _keyword_validators() -> dict[str, Any]:
     schema = playbook_schema()
     defs = {"$defs": schema["$defs"]}
-    return {key: jsonschema.Draft202012Validator({**sub, **defs}) for key, sub in schema["task_keywords"].items()}
+    return {key: SchemaValidator({**sub, **defs}) for key, sub in schema["task_keywords"].items()}
 
 
 def task_keywords() -> frozenset[str]:
@@ -173,7 +174,7 @@ def _playbook_plays(path: Path, extra: dict[str, Any], stack: tuple[str, ...]) -
 @cache
 def _play_validator() -> Any:
     schema = playbook_schema()
-    return jsonschema.Draft202012Validator({**schema["$defs"]["play"], "$defs": schema["$defs"]})
+    return SchemaValidator({**schema["$defs"]["play"], "$defs": schema["$defs"]})
 
 
 def _play_vars(data: LocatedDict) -> dict[str, Any]:

@@ -13,9 +13,12 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from engine import registry
+from engine.argvalues import ecma_end_anchors
 from engine.errors import TaskFailed
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,3 +64,34 @@ def test_the_checker_sees_a_dollar_anchor() -> None:
     code = 're.compile(r"^a$")\nre.compile(r"^a\\Z")\nre.search(r"^a$", t, re.MULTILINE)\nre.match(r"a\\$")\n'
     assert [p for _, p in _dollar_anchored(ast.parse(code))] == ["^a$"]
     assert re.fullmatch(r"^a\Z", "a") and not re.match(r"^a\Z", "a\n")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "python"),
+    [
+        (r"^[a-z]+$", r"^[a-z]+\Z"),
+        (r"^[0-9]+%?$|\{\{", r"^[0-9]+%?\Z|\{\{"),
+        (r"^[a-z$]+\$x$", r"^[a-z$]+\$x\Z"),  # a $ in a class or escaped is a dollar sign
+        (r"^a", r"^a"),
+    ],
+)
+def test_schema_patterns_end_where_ecma_262_ends_them(pattern: str, python: str) -> None:
+    assert ecma_end_anchors(pattern) == python
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "key"),
+    [
+        ("serve_vllm", {"name": "vllm\n", "model": "m"}, "name"),  # names a unit, a state and a log file
+        # HAProxy's admin socket reads one command a line: a newline would start another
+        ("lb_backend", {"socket": "/run/haproxy.sock", "backend": "vllm\n", "servers": {"a": "ready"}}, "backend"),
+        ("lb_backend", {"socket": "/run/haproxy.sock", "backend": "vllm", "servers": {"a\n": "ready"}}, "servers"),
+    ],
+)
+def test_a_trailing_newline_does_not_pass_a_dollar_anchored_schema_pattern(
+    module: str, args: dict[str, Any], key: str
+) -> None:
+    """JSON Schema's `$` is ECMA-262's: the end of the string. Python's re also matches it
+    before a final newline; module arguments are checked with ECMA's meaning (argvalues.py)."""
+    errors = [e for e in registry.get(module).validator.iter_errors(args) if list(e.absolute_path) == [key]]
+    assert errors and "does not match" in errors[0].message
