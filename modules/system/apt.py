@@ -11,7 +11,8 @@ command (run only when a named package needs it); without names, `apt-get autore
 (with `purge`: `--purge`) removes the packages nothing needs any more, listed from
 `apt-get -s autoremove`, changed only when one goes. As in Ansible, a task with
 `update_cache` (or `cache_valid_time`) and no name updates the cache and stops there:
-its `autoremove` does nothing.
+its `autoremove` does nothing. `state: absent` with `purge` also purges a package that an
+earlier removal left as configuration files only (dpkg status `rc`), as Ansible's does.
 Each name must be a Debian package name (optionally `:arch`, `=version` or `/release`) and
 goes after `--`: a name that starts with `-` (`-oDPkg::Pre-Invoke::=CMD`) is refused.
 """
@@ -118,8 +119,8 @@ def _wanted(args: Mapping[str, Any]) -> list[Wanted]:
     return found
 
 
-def installed(ctx: TaskContext, names: Sequence[str]) -> dict[str, str | None]:
-    """name -> installed version (None when not installed), from dpkg's database."""
+def dpkg_states(ctx: TaskContext, names: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """name -> (dpkg's status abbreviation, version) for the names dpkg knows, one query."""
     if not names:
         return {}
     result = ctx.conn.run(
@@ -128,12 +129,31 @@ def installed(ctx: TaskContext, names: Sequence[str]) -> dict[str, str | None]:
         read_only=True,
         env=APT_ENV,
     )
-    versions: dict[str, str | None] = dict.fromkeys(names)
+    states: dict[str, tuple[str, str]] = {}
     for line in result.stdout.splitlines():
         package, status, version = [*line.split("\t"), "", ""][:3]
-        if package in versions and status.startswith("ii"):
+        if package in names:
+            states[package] = (status, version)
+    return states
+
+
+def installed(ctx: TaskContext, names: Sequence[str]) -> dict[str, str | None]:
+    """name -> installed version (None when not installed), from dpkg's database."""
+    return _versions(names, dpkg_states(ctx, names))
+
+
+def _versions(names: Sequence[str], states: Mapping[str, tuple[str, str]]) -> dict[str, str | None]:
+    versions: dict[str, str | None] = dict.fromkeys(names)
+    for package, (status, version) in states.items():
+        if status.startswith("ii"):
             versions[package] = version
     return versions
+
+
+def _configs_left(states: Mapping[str, tuple[str, str]]) -> set[str]:
+    """Packages removed with their configuration files kept (dpkg status ``rc``): what a
+    purge still removes, as Ansible's apt purges them."""
+    return {package for package, (status, _) in states.items() if status.startswith("rc")}
 
 
 def _candidates(ctx: TaskContext, names: Sequence[str]) -> dict[str, str | None]:
@@ -186,11 +206,17 @@ def _autoremove_flags(args: Mapping[str, Any]) -> list[str]:
 
 
 def _todo(
-    ctx: TaskContext, args: Mapping[str, Any], wanted: list[Wanted], versions: Mapping[str, str | None]
+    ctx: TaskContext,
+    args: Mapping[str, Any],
+    wanted: list[Wanted],
+    versions: Mapping[str, str | None],
+    configs_left: set[str],
 ) -> tuple[str, list[str]]:
     """The apt-get action and the package specs it needs, from dpkg's state."""
+    if args["state"] == "absent" and args["purge"]:
+        return "purge", [w.name for w in wanted if versions[w.name] or w.name in configs_left]
     if args["state"] == "absent":
-        return ("purge" if args["purge"] else "remove"), [w.name for w in wanted if versions[w.name]]
+        return "remove", [w.name for w in wanted if versions[w.name]]
     if args["state"] == "latest":
         candidates = _candidates(ctx, [w.name for w in wanted])
         return "install", [w.name for w in wanted if versions[w.name] is None or versions[w.name] != candidates[w.name]]
@@ -242,8 +268,9 @@ def plan(ctx: TaskContext, args: Mapping[str, Any]) -> Change | Unchanged:
     if not wanted and args["autoremove"] and not _cache_asked(args):
         return _plan_autoremove(ctx, args)
     update = _cache_due(ctx, args)
-    versions = installed(ctx, [w.name for w in wanted])
-    action, specs = _todo(ctx, args, wanted, versions) if wanted else ("install", [])
+    states = dpkg_states(ctx, [w.name for w in wanted])
+    versions = _versions([w.name for w in wanted], states)
+    action, specs = _todo(ctx, args, wanted, versions, _configs_left(states)) if wanted else ("install", [])
     if not update and not specs:
         names = ", ".join(w.spec for w in wanted) or "nothing asked"
         return Unchanged(f"packages already {args['state']}: {names}", {"cache_updated": False})
