@@ -14,7 +14,7 @@ from typing import Any
 
 from engine.templating.filters import flatten
 from engine.templating.listfilters import subelements
-from engine.templating.lookups import fileglob
+from engine.templating.lookups import fileglob, search_path
 
 # ansible.builtin's loop lookups, and community.general's flattened (cartesian is not here)
 WITH_KINDS = frozenset(
@@ -119,11 +119,7 @@ def first_found(rendered: Any, variables: Mapping[str, Any], action: str) -> lis
         else:
             files += [str(f) for f in flatten([term])]
     subdir = next((folder for word, folder in _SUBDIRS if word in action), "files")
-    roots: list[Path] = []
-    if variables.get("role_path"):
-        roots += [Path(str(variables["role_path"])) / subdir, Path(str(variables["role_path"]))]
-    playbook = Path(str(variables.get("playbook_dir", ".")))
-    roots += [playbook / subdir, playbook]
+    roots = [base / sub for base in search_path(variables) for sub in (subdir, "")]
     for name in files:
         for folder in ([Path(p) for p in paths] if paths else []) + [Path("/")] * Path(name).is_absolute() + roots:
             candidate = folder / name

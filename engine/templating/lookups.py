@@ -128,7 +128,7 @@ def _first_found(variables: Mapping[str, Any], terms: list[Any], kw: dict[str, A
     raise LookupFailed("the 'first_found' lookup found none of the files: " + ", ".join(map(str, files)))
 
 
-def _search_path(variables: Mapping[str, Any]) -> list[Path]:
+def search_path(variables: Mapping[str, Any]) -> list[Path]:
     """Ansible's ``ansible_search_path`` for a task: its role's folder first, then the playbook's."""
     role = variables.get("role_path")
     return ([Path(str(role))] if role else []) + [Path(str(variables.get("playbook_dir", ".")))]
@@ -145,10 +145,10 @@ def fileglob(variables: Mapping[str, Any], terms: list[Any], kw: dict[str, Any])
         if Path(folder).is_absolute():
             folders = [Path(folder)]
         elif folder:
-            folders = [p / sub / folder for p in _search_path(variables) for sub in ("files", "")]
+            folders = [p / sub / folder for p in search_path(variables) for sub in ("files", "")]
             folders = [next((f for f in folders if controller_files.is_dir(f)), folders[0])]
         else:
-            folders = [p / sub for p in _search_path(variables) for sub in ("files", "")]
+            folders = [p / sub for p in search_path(variables) for sub in ("files", "")]
         for where in folders:
             matches = sorted(g for g in glob.glob(str(where / name)) if controller_files.is_file(Path(g)))
             if matches:
