@@ -35,6 +35,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from common import local_fleet, play_one_task
+
 from modules.caches.cachekey import serve_args
 from modules.serving.loglines import cache_proof
 from modules.serving.spec import build_argv
@@ -115,24 +117,11 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 def rigger(work: Path, name: str, task: dict[str, Any]) -> tuple[float, dict[str, Any]]:
     """One task by the real CLI on the two loopback hosts; its wall time and data."""
-    inventory = work / "inventory.json"
-    inventory.write_text(json.dumps({"fleet": {"hosts": {h: {"ansible_connection": "local"} for h in ("A", "B")}}}))
-    playbook = work / f"{name}.json"
-    playbook.write_text(json.dumps([{"hosts": "fleet", "gather_facts": False, "tasks": [task]}]))
-    began = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "run", str(playbook), "-i", str(inventory), "--output", "jsonl"],
-        cwd=REPO, capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": str(REPO)},
-    )  # fmt: skip
-    wall = time.perf_counter() - began
-    if done.returncode != 0:
-        raise SystemExit(f"{name}: rigger exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    data: dict[str, Any] = {}
-    for line in done.stdout.splitlines():
-        event = json.loads(line) if line.startswith("{") else {}
-        if isinstance(event.get("data"), dict) and event["data"]:
-            data = {**event["data"], "msg": event.get("msg")}
-    return round(wall, 2), data
+    run = play_one_task(work, name, local_fleet(("A", "B")), task)
+    if run.rc != 0:
+        raise SystemExit(f"{name}: rigger exited {run.rc}\n{run.output[-6000:]}")
+    event = run.last_event()
+    return round(run.wall_s, 2), ({**event["data"], "msg": event.get("msg")} if event else {})
 
 
 def main() -> int:

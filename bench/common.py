@@ -1,4 +1,5 @@
-"""Shared benchmark plumbing: tool venvs, interleaved timing, medians and ratios."""
+"""Shared benchmark plumbing: tool venvs, interleaved timing, medians and ratios, one task played
+by the real CLI."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import psutil
 
@@ -38,6 +40,55 @@ def tool_venv(tool: str) -> Path:
 
 def rigger_command() -> list[str]:
     return [sys.executable, "-m", "engine.cli"]
+
+
+def local_fleet(hosts: Sequence[str]) -> dict[str, Any]:
+    """An inventory whose group ``fleet`` is loopback "hosts" on the local connection."""
+    return {"fleet": {"hosts": {host: {"ansible_connection": "local"} for host in hosts}}}
+
+
+@dataclass(frozen=True)
+class PlayRun:
+    """One play of the real CLI with ``--output jsonl``: exit code, wall time, its events."""
+
+    rc: int
+    wall_s: float
+    events: list[dict[str, Any]]
+    output: str  # stdout then stderr, for the report of a run that failed
+
+    def last_event(self, data_key: str | None = None, kind: str | None = None) -> dict[str, Any]:
+        """The last event with data (holding ``data_key``, of event ``kind``, when given); {} if none."""
+        found: dict[str, Any] = {}
+        for event in self.events:
+            data = event.get("data")
+            keyed = isinstance(data, dict) and data and (data_key is None or data_key in data)
+            if keyed and (kind is None or event.get("event") == kind):
+                found = event
+        return found
+
+
+def play_one_task(
+    work: Path,
+    name: str,
+    inventory: dict[str, Any],
+    task: dict[str, Any],
+    env: dict[str, str] | None = None,
+    extra: Sequence[str] = (),
+) -> PlayRun:
+    """``task`` on the group ``fleet`` of ``inventory`` (files written under ``work``), by the
+    real CLI in a process of its own."""
+    (work / "inventory.json").write_text(json.dumps(inventory))
+    playbook = work / f"{name}.json"
+    playbook.write_text(json.dumps([{"hosts": "fleet", "gather_facts": False, "tasks": [task]}]))
+    argv = [*rigger_command(), "run", str(playbook), "-i", str(work / "inventory.json"), "--output", "jsonl", *extra]
+    started = time.perf_counter()
+    done = subprocess.run(
+        argv, cwd=REPO, capture_output=True, text=True, check=False,
+        env=env if env is not None else {**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    wall = time.perf_counter() - started
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return PlayRun(done.returncode, wall, events, done.stdout + done.stderr)
 
 
 def timed(argv: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> float:

@@ -20,15 +20,15 @@ import hashlib
 import json
 import os
 import struct
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from common import local_fleet, play_one_task
 
 from modules.checkpoints.manifest import HubFile, Listing, Manifest
 
@@ -69,29 +69,16 @@ def one(work: Path, count: int, opts: argparse.Namespace) -> dict[str, Any]:
         "chunk_mib": opts.chunk_mib,
     }
     total = 0 if opts.hub_endpoint else seed(work / "h1" / "model", args, opts.mib, opts.shards)
-    inventory = work / "inventory.json"
-    inventory.write_text(json.dumps({"fleet": {"hosts": {h: {"ansible_connection": "local"} for h in hosts}}}))
     task = {"name": "spread", "run_once": True, "spread_model": args, "register": "spread"}
-    playbook = work / "spread.json"
-    playbook.write_text(json.dumps([{"hosts": "fleet", "gather_facts": False, "tasks": [task]}]))
-    started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "run", str(playbook), "-i", str(inventory), "--output", "jsonl"],
-        cwd=REPO, capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": str(REPO)},
-    )  # fmt: skip
-    wall = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"N={count}: rigger exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    data: dict[str, Any] = {}
-    for line in done.stdout.splitlines():
-        event = json.loads(line) if line.startswith("{") else {}
-        if isinstance(event.get("data"), dict) and "relayed_bytes" in event["data"]:
-            data = event["data"]
+    run = play_one_task(work, "spread", local_fleet(hosts), task)
+    if run.rc != 0:
+        raise SystemExit(f"N={count}: rigger exited {run.rc}\n{run.output[-6000:]}")
+    data: dict[str, Any] = run.last_event("relayed_bytes").get("data", {})
     received = {h: sum(f.stat().st_size for f in (work / h / "model").rglob("*.safetensors")) for h in hosts}
     return {
         "hosts": count,
         "model_bytes": total or data.get("bytes", 0),
-        "wall_s": round(wall, 2),
+        "wall_s": round(run.wall_s, 2),
         "hub_bytes": data.get("hub_bytes", 0),
         "relayed_bytes": data.get("relayed_bytes", 0),
         "received_bytes": received,

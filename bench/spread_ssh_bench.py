@@ -51,6 +51,7 @@ for extra in ("tests/integration/ssh", "tests/integration/hub", "tests/fakes"):
 sys.path.insert(0, str(REPO))
 
 import sshlab
+from common import play_one_task
 from olah_mirror import OlahMirror, build_repo
 
 BENCH_USER = "rigger-bench"
@@ -268,24 +269,12 @@ class Run:
 
 
 def run_play(fleet: Fleet, hub: Hub, hosts: list[str], task: dict[str, Any], forks: int) -> Run:
-    work = fleet.work
-    (work / "inventory.json").write_text(json.dumps(fleet.inventory(hosts)))
-    play = [{"hosts": "fleet", "gather_facts": False, "tasks": [task]}]
-    (work / "play.json").write_text(json.dumps(play))
     env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN" and not k.lower().endswith("_proxy")}
     env.update(PYTHONPATH=str(REPO), HF_HUB_DISABLE_XET="1", HF_HUB_ETAG_TIMEOUT="5")
-    argv = [sys.executable, "-m", "engine.cli", "run", str(work / "play.json"), "-i", str(work / "inventory.json"),
-            "--output", "jsonl", "--forks", str(forks)]  # fmt: skip
     before = hub.relay.served
-    started = time.perf_counter()
-    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False, env=env)
-    wall = time.perf_counter() - started
-    result: dict[str, Any] = {}
-    for line in done.stdout.splitlines():
-        event = json.loads(line) if line.startswith("{") else {}
-        if event.get("event") == "task_result" and "relayed_bytes" in (event.get("data") or {}):
-            result = event
-    return Run(done.returncode, round(wall, 1), hub.relay.served - before, result, done.stdout + done.stderr)
+    run = play_one_task(fleet.work, "play", fleet.inventory(hosts), task, env, ("--forks", str(forks)))
+    result = run.last_event("relayed_bytes", kind="task_result")
+    return Run(run.rc, round(run.wall_s, 1), hub.relay.served - before, result, run.output)
 
 
 def host_python(venv: Path) -> str:
