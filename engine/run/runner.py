@@ -780,11 +780,11 @@ class Runner:
             if not due:
                 break
             for index, handler in enumerate(handlers):
-                targets = [h for h in hosts if h.active and h in due.get(index, [])]
+                targets = [h for h in hosts if h.active and h.name in due.get(index, set())]
                 if targets:
                     self._task(handler, targets, handler=True)
                 for later, notified in _due_handlers(handlers, hosts, start=index + 1).items():
-                    due.setdefault(later, []).extend(h for h in notified if h not in due[later])
+                    due.setdefault(later, set()).update(notified)
         for host in hosts:
             host.notified.clear()
         return True
@@ -1093,19 +1093,19 @@ def _close(conn: Connection) -> str | None:
     return None
 
 
-def _due_handlers(handlers: tuple[Task, ...], hosts: list[HostRun], start: int) -> dict[int, list[HostRun]]:
-    """The hosts each handler from ``start`` on is due for, by the names notified so far. The
-    names are taken from the hosts' notified sets, except those that also name an earlier
-    handler: the next pass runs that one."""
-    due: dict[int, list[HostRun]] = {}
+def _due_handlers(handlers: tuple[Task, ...], hosts: list[HostRun], start: int) -> dict[int, set[str]]:
+    """The names of the hosts each handler from ``start`` on is due for, by the names notified
+    so far. The names are taken from the hosts' notified sets, except those that also name an
+    earlier handler: the next pass runs that one."""
+    earlier = set().union(*(_handler_names(h) for h in handlers[:start]))
+    due: dict[int, set[str]] = {}
     for host in hosts:
         taken: set[str] = set()
         for index in range(start, len(handlers)):
             names = host.notified & _handler_names(handlers[index])
             if names:
-                due.setdefault(index, []).append(host)
+                due.setdefault(index, set()).add(host.name)
                 taken |= names
-        earlier = set().union(*(_handler_names(h) for h in handlers[:start])) if start else set()
         host.notified -= taken - earlier
     return due
 
