@@ -775,16 +775,17 @@ class Runner:
         a handler notified by another runs in the same flush (a later pass when it is defined
         earlier)."""
         handlers = play.handlers
+        due: dict[int, set[str]] = {}  # handler index -> the names of the hosts it is due for
         for _ in range(len(handlers) + 1):
-            due = _due_handlers(handlers, hosts, start=0)
+            _take_notified(handlers, hosts, due)
             if not due:
                 break
             for index, handler in enumerate(handlers):
-                targets = [h for h in hosts if h.active and h.name in due.get(index, set())]
+                names = due.pop(index, set())
+                targets = [h for h in hosts if h.active and h.name in names]
                 if targets:
                     self._task(handler, targets, handler=True)
-                for later, notified in _due_handlers(handlers, hosts, start=index + 1).items():
-                    due.setdefault(later, set()).update(notified)
+                _take_notified(handlers, hosts, due)  # what this handler notified
         for host in hosts:
             host.notified.clear()
         return True
@@ -1093,21 +1094,14 @@ def _close(conn: Connection) -> str | None:
     return None
 
 
-def _due_handlers(handlers: tuple[Task, ...], hosts: list[HostRun], start: int) -> dict[int, set[str]]:
-    """The names of the hosts each handler from ``start`` on is due for, by the names notified
-    so far. The names are taken from the hosts' notified sets, except those that also name an
-    earlier handler: the next pass runs that one."""
-    earlier = set().union(*(_handler_names(h) for h in handlers[:start]))
-    due: dict[int, set[str]] = {}
+def _take_notified(handlers: tuple[Task, ...], hosts: list[HostRun], due: dict[int, set[str]]) -> None:
+    """The hosts' notified names as the handlers they make due (``due``: handler index -> host
+    names); the names are consumed."""
     for host in hosts:
-        taken: set[str] = set()
-        for index in range(start, len(handlers)):
-            names = host.notified & _handler_names(handlers[index])
-            if names:
+        for index, handler in enumerate(handlers):
+            if host.notified & _handler_names(handler):
                 due.setdefault(index, set()).add(host.name)
-                taken |= names
-        host.notified -= taken - earlier
-    return due
+        host.notified.clear()
 
 
 def _handler_names(handler: Task) -> set[str]:

@@ -158,3 +158,34 @@ def test_a_notified_name_runs_the_handler_of_that_name_and_every_listener(tmp_pa
     assert out.rc == 0, out.stdout + out.stderr
     assert out.stdout.index("first handler") < out.stdout.index("second handler")
     assert "never" not in out.stdout
+
+
+def test_a_handler_notified_by_a_later_one_runs_in_the_next_pass_and_none_runs_twice(
+    tmp_path: Path, rigger: Any
+) -> None:
+    """ansible-core 2.19.14 ran b, c, a: b notifies x, which c (after it) and a (before it) listen to."""
+    book = _book(
+        tmp_path,
+        """- hosts: localhost
+  gather_facts: false
+  tasks:
+    - debug: {msg: x}
+      changed_when: true
+      notify: b
+  handlers:
+    - name: a
+      debug: {msg: handler-a}
+      listen: x
+    - name: b
+      debug: {msg: handler-b}
+      changed_when: true
+      notify: x
+    - name: c
+      debug: {msg: handler-c}
+      listen: x
+""",
+    )
+    out = rigger("run", "-i", "localhost,", str(book), *NO_LOCK)
+    assert out.rc == 0, out.stdout + out.stderr
+    ran = [line.rsplit(": ", 1)[1] for line in out.stdout.splitlines() if "handler-" in line]
+    assert ran == ["handler-b", "handler-c", "handler-a"]
